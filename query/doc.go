@@ -1,0 +1,11 @@
+// Package query evaluates PromQL with the upstream Prometheus engine, extended
+// by a registry of tailroot functions and fronted by a MetricsQL translator.
+//
+// In: a query string (PromQL or MetricsQL), a time or range, and a
+// storage.Queryable. Out: promql.Query values whose results the API encodes
+// exactly as Prometheus does.
+//
+// Invariants: a query the PromQL parser accepts is evaluated unchanged by the
+// upstream engine; only a query PromQL rejects and MetricsQL accepts is
+// translated, and anything else returns the PromQL parse error.
+package query
