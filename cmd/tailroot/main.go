@@ -1,0 +1,54 @@
+// Command tailroot is the tailroot server and its command-line tools.
+//
+//	tailroot serve [flags]     run the server
+//	tailroot version           print the version
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// Set at link time by the Makefile (-ldflags -X).
+var (
+	version   = "0.1.0-dev"
+	revision  = "unknown"
+	branch    = "unknown"
+	buildUser = "unknown"
+	buildDate = "unknown"
+)
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `usage: tailroot <command> [flags]
+
+commands:
+  serve      run the server (Prometheus-compatible API, remote write ingest)
+  version    print the version
+
+Run 'tailroot <command> -h' for the flags of a command.
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "version", "--version", "-version":
+		fmt.Printf("tailroot, version %s (revision: %s, branch: %s)\n  build user: %s\n  build date: %s\n", version, revision, branch, buildUser, buildDate)
+	case "help", "-h", "--help":
+		usage()
+	default:
+		fmt.Fprintf(os.Stderr, "tailroot: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tailroot %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}

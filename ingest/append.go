@@ -1,0 +1,480 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/model/timestamp"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"github.com/prometheus/prometheus/storage"
+)
+
+// result is what one request wrote. fatal is a store failure: everything
+// was rolled back. bad lists rejected series and samples: the rest was
+// committed.
+type result struct {
+	samples, histograms, exemplars int
+	bad                            badList
+	fatal                          error
+}
+
+// badList keeps the first few rejections verbatim and counts the rest, so a
+// response names what was wrong without growing with the request.
+type badList struct {
+	count int
+	first []string
+}
+
+const maxReportedErrors = 10
+
+func (b *badList) add(format string, args ...any) {
+	b.count++
+	if len(b.first) < maxReportedErrors {
+		b.first = append(b.first, fmt.Sprintf(format, args...))
+	}
+}
+
+func (b *badList) err() error {
+	msg := strings.Join(b.first, "; ")
+	if b.count > len(b.first) {
+		msg += fmt.Sprintf("; and %d more", b.count-len(b.first))
+	}
+	return fmt.Errorf("%d rejected (the rest was written): %s", b.count, msg)
+}
+
+// rejectable reports whether an append error is about the sample (the
+// sender must not retry it) rather than about the store.
+func rejectable(err error) (reason string, ok bool) {
+	var herr histogram.Error
+	switch {
+	case errors.Is(err, storage.ErrOutOfOrderSample):
+		return "out_of_order", true
+	case errors.Is(err, storage.ErrOutOfBounds):
+		return "out_of_bounds", true
+	case errors.Is(err, storage.ErrTooOldSample):
+		return "too_old", true
+	case errors.Is(err, storage.ErrDuplicateSampleForTimestamp):
+		return "duplicate", true
+	case errors.As(err, &herr):
+		return "invalid_histogram", true
+	}
+	return "", false
+}
+
+// appender wraps one storage appender for one request.
+type appender struct {
+	h       *RemoteWrite
+	app     storage.AppenderV2
+	exApp   storage.ExemplarAppenderV2
+	maxTime int64
+	res     result
+	sb      labels.ScratchBuilder
+	exs     []exemplar.Exemplar
+}
+
+func (h *RemoteWrite) newAppender(ctx context.Context) *appender {
+	app := h.app.AppenderV2(ctx)
+	ex, _ := app.(storage.ExemplarAppenderV2)
+	return &appender{
+		h:       h,
+		app:     app,
+		exApp:   ex,
+		maxTime: timestamp.FromTime(time.Now().Add(h.opts.MaxFutureSkew)),
+		sb:      labels.NewScratchBuilder(16),
+	}
+}
+
+// finish commits (or, after a store failure, rolls back) and returns the result.
+func (a *appender) finish() result {
+	if a.res.fatal != nil {
+		_ = a.app.Rollback()
+		a.res.samples, a.res.histograms, a.res.exemplars = 0, 0, 0
+		return a.res
+	}
+	if err := a.app.Commit(); err != nil {
+		a.res.fatal = fmt.Errorf("commit: %w", err)
+		a.res.samples, a.res.histograms, a.res.exemplars = 0, 0, 0
+	}
+	return a.res
+}
+
+// sample appends one float or histogram sample, sorting any error into a
+// rejection or a fatal store failure. It returns the (possibly new) ref.
+func (a *appender) sample(ref storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, bool) {
+	if t > a.maxTime {
+		a.reject("too_far_in_future", ls, t, fmt.Errorf("timestamp is more than %s ahead of the server clock", a.h.opts.MaxFutureSkew))
+		return ref, false
+	}
+	if h != nil && histogram.IsExponentialSchemaReserved(h.Schema) && h.Schema > histogram.ExponentialSchemaMax {
+		if err := h.ReduceResolution(histogram.ExponentialSchemaMax); err != nil {
+			a.reject("invalid_histogram", ls, t, err)
+			return ref, false
+		}
+	}
+	if fh != nil && histogram.IsExponentialSchemaReserved(fh.Schema) && fh.Schema > histogram.ExponentialSchemaMax {
+		if err := fh.ReduceResolution(histogram.ExponentialSchemaMax); err != nil {
+			a.reject("invalid_histogram", ls, t, err)
+			return ref, false
+		}
+	}
+	nref, err := a.app.Append(ref, ls, st, t, v, h, fh, storage.AOptions{})
+	if err == nil {
+		return nref, true
+	}
+	if reason, ok := rejectable(err); ok {
+		a.reject(reason, ls, t, err)
+		return ref, false
+	}
+	a.res.fatal = fmt.Errorf("append to series %s: %w", ls.String(), err)
+	return ref, false
+}
+
+func (a *appender) reject(reason string, ls labels.Labels, t int64, err error) {
+	a.h.rejected.WithLabelValues(reason).Inc()
+	a.res.bad.add("series %s at %d: %v", ls.String(), t, err)
+}
+
+// exemplars appends sorted exemplars; exemplar storage is best effort in
+// Prometheus, so only out-of-order ones are reported to the sender.
+func (a *appender) exemplars(ref storage.SeriesRef, ls labels.Labels, exs []exemplar.Exemplar) {
+	if len(exs) == 0 || a.exApp == nil {
+		return
+	}
+	valid := exs[:0]
+	for _, e := range exs {
+		if e.Ts > a.maxTime {
+			a.res.bad.add("exemplar of series %s at %d: timestamp is more than %s ahead of the server clock", ls.String(), e.Ts, a.h.opts.MaxFutureSkew)
+			continue
+		}
+		valid = append(valid, e)
+	}
+	if len(valid) == 0 {
+		return
+	}
+	slices.SortFunc(valid, exemplar.Compare)
+	_, err := a.exApp.AppendExemplars(ref, ls, valid)
+	failed := 0
+	if pErr, ok := errors.AsType[*storage.AppendPartialError](err); ok {
+		for _, e := range pErr.ExemplarErrors {
+			failed++
+			if errors.Is(e.Err, storage.ErrOutOfOrderExemplar) {
+				a.res.bad.add("exemplar of series %s: %v", ls.String(), e.Err)
+			}
+		}
+	} else if err != nil {
+		if errors.Is(err, storage.ErrOutOfOrderExemplar) {
+			a.res.bad.add("exemplar of series %s: %v", ls.String(), err)
+		}
+		a.h.logger.Debug("exemplars not stored", "series", ls.String(), "err", err)
+		return
+	}
+	a.res.exemplars += len(valid) - failed
+}
+
+// validate checks a freshly built label set; the error names what is wrong.
+func (h *RemoteWrite) validate(ls labels.Labels) error {
+	if ls.IsEmpty() {
+		return errors.New("series has no labels")
+	}
+	if !ls.Has(labels.MetricName) {
+		return errors.New("series has no metric name (__name__)")
+	}
+	if !ls.IsValid(model.UTF8Validation) {
+		return errors.New("invalid label name or value (must be valid UTF-8, names non-empty)")
+	}
+	if dup, ok := ls.HasDuplicateLabelNames(); ok {
+		return fmt.Errorf("duplicate label name %q", dup)
+	}
+	if n := h.opts.MaxLabelsPerSeries; n > 0 && ls.Len() > n {
+		return fmt.Errorf("series has %d labels, over the limit of %d", ls.Len(), n)
+	}
+	if n := h.opts.MaxLabelValueLength; n > 0 {
+		var err error
+		ls.Range(func(l labels.Label) {
+			if err == nil && len(l.Value) > n {
+				err = fmt.Errorf("label %q value is %d bytes, over the limit of %d", l.Name, len(l.Value), n)
+			}
+		})
+		return err
+	}
+	return nil
+}
+
+// appendV1 writes a remote write 1.0 request.
+func (h *RemoteWrite) appendV1(ctx context.Context, req *prompb.WriteRequest) result {
+	a := h.newAppender(ctx)
+	d := xxhash.New()
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		n := len(ts.Samples) + len(ts.Histograms)
+
+		var (
+			ls  labels.Labels
+			ref storage.SeriesRef
+			key uint64
+			hit bool
+		)
+		if h.cache != nil {
+			d.Reset()
+			ph := pairHasher{d}
+			for _, l := range ts.Labels {
+				ph.add(l.Name, l.Value)
+			}
+			key = d.Sum64()
+			var e cacheEntry
+			if e, hit = h.cache.get(key); hit && equalPairsV1(e.ls, ts.Labels) {
+				ls, ref = e.ls, e.ref
+			} else {
+				hit = false
+			}
+		}
+		if !hit {
+			ls = ts.ToLabels(&a.sb, nil)
+			if err := h.validate(ls); err != nil {
+				h.rejected.WithLabelValues("invalid_labels").Add(float64(n))
+				a.res.bad.add("series %s: %v", ls.String(), err)
+				continue
+			}
+		}
+		startRef := ref
+		for _, s := range ts.Samples {
+			var ok bool
+			if ref, ok = a.sample(ref, ls, 0, s.Timestamp, s.Value, nil, nil); ok {
+				a.res.samples++
+			}
+			if a.res.fatal != nil {
+				return a.finish()
+			}
+		}
+		for j := range ts.Histograms {
+			hp := &ts.Histograms[j]
+			var ok bool
+			if hp.IsFloatHistogram() {
+				ref, ok = a.sample(ref, ls, 0, hp.Timestamp, 0, nil, hp.ToFloatHistogram())
+			} else {
+				ref, ok = a.sample(ref, ls, 0, hp.Timestamp, 0, hp.ToIntHistogram(), nil)
+			}
+			if ok {
+				a.res.histograms++
+			}
+			if a.res.fatal != nil {
+				return a.finish()
+			}
+		}
+		if len(ts.Exemplars) > 0 {
+			a.exs = a.exs[:0]
+			for _, ep := range ts.Exemplars {
+				a.exs = append(a.exs, ep.ToExemplar(&a.sb, nil))
+			}
+			a.exemplars(ref, ls, a.exs)
+		}
+		if h.cache != nil && ref != 0 && (!hit || ref != startRef) {
+			h.cache.put(key, cacheEntry{ls: ls, ref: ref})
+		}
+	}
+	if h.md != nil {
+		for _, m := range req.Metadata {
+			if err := h.md.Set(m.MetricFamilyName, metadata.Metadata{
+				Type: metricTypeV1(m.Type), Help: m.Help, Unit: m.Unit,
+			}); err != nil {
+				a.res.fatal = fmt.Errorf("store metadata: %w", err)
+				break
+			}
+		}
+	}
+	return a.finish()
+}
+
+// appendV2 writes a remote write 2.0 request.
+func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result {
+	a := h.newAppender(ctx)
+	d := xxhash.New()
+	syms := req.Symbols
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		n := len(ts.Samples) + len(ts.Histograms)
+
+		var (
+			ls  labels.Labels
+			ref storage.SeriesRef
+			key uint64
+			hit bool
+		)
+		refs := ts.LabelsRefs
+		refsOK := len(refs)%2 == 0
+		for _, r := range refs {
+			if int(r) >= len(syms) {
+				refsOK = false
+				break
+			}
+		}
+		if !refsOK {
+			h.rejected.WithLabelValues("invalid_labels").Add(float64(n))
+			a.res.bad.add("series %d: labels_refs %v are odd in number or outside the symbols table (size %d)", i, refs, len(syms))
+			continue
+		}
+		if h.cache != nil {
+			d.Reset()
+			ph := pairHasher{d}
+			for j := 0; j < len(refs); j += 2 {
+				ph.add(syms[refs[j]], syms[refs[j+1]])
+			}
+			key = d.Sum64()
+			var e cacheEntry
+			if e, hit = h.cache.get(key); hit && equalPairsV2(e.ls, refs, syms) {
+				ls, ref = e.ls, e.ref
+			} else {
+				hit = false
+			}
+		}
+		if !hit {
+			var err error
+			if ls, err = ts.ToLabels(&a.sb, syms); err == nil {
+				err = h.validate(ls)
+			}
+			if err != nil {
+				h.rejected.WithLabelValues("invalid_labels").Add(float64(n))
+				a.res.bad.add("series %s: %v", ls.String(), err)
+				continue
+			}
+		}
+		if n == 0 && len(ts.Exemplars) == 0 {
+			a.res.bad.add("series %s: has no samples, histograms or exemplars", ls.String())
+			continue
+		}
+		if len(ts.Samples) > 0 && len(ts.Histograms) > 0 {
+			h.rejected.WithLabelValues("mixed_samples").Add(float64(n))
+			a.res.bad.add("series %s: has both float samples and histograms", ls.String())
+			continue
+		}
+		if h.md != nil && (ts.Metadata.Type != 0 || ts.Metadata.HelpRef != 0 || ts.Metadata.UnitRef != 0) {
+			m, err := ts.ToMetadata(syms)
+			if err != nil {
+				a.res.bad.add("series %s: %v", ls.String(), err)
+			} else if err := h.md.Set(familyName(ls.Get(labels.MetricName), m.Type), m); err != nil {
+				a.res.fatal = fmt.Errorf("store metadata: %w", err)
+				return a.finish()
+			}
+		}
+		startRef := ref
+		for _, s := range ts.Samples {
+			var ok bool
+			if ref, ok = a.sample(ref, ls, s.StartTimestamp, s.Timestamp, s.Value, nil, nil); ok {
+				a.res.samples++
+			}
+			if a.res.fatal != nil {
+				return a.finish()
+			}
+		}
+		for j := range ts.Histograms {
+			hp := &ts.Histograms[j]
+			var ok bool
+			if hp.IsFloatHistogram() {
+				ref, ok = a.sample(ref, ls, hp.StartTimestamp, hp.Timestamp, 0, nil, hp.ToFloatHistogram())
+			} else {
+				ref, ok = a.sample(ref, ls, hp.StartTimestamp, hp.Timestamp, 0, hp.ToIntHistogram(), nil)
+			}
+			if ok {
+				a.res.histograms++
+			}
+			if a.res.fatal != nil {
+				return a.finish()
+			}
+		}
+		if len(ts.Exemplars) > 0 {
+			a.exs = a.exs[:0]
+			for _, ep := range ts.Exemplars {
+				e, err := ep.ToExemplar(&a.sb, syms)
+				if err != nil {
+					a.res.bad.add("exemplar of series %s: %v", ls.String(), err)
+					continue
+				}
+				a.exs = append(a.exs, e)
+			}
+			a.exemplars(ref, ls, a.exs)
+		}
+		if h.cache != nil && ref != 0 && (!hit || ref != startRef) {
+			h.cache.put(key, cacheEntry{ls: ls, ref: ref})
+		}
+	}
+	return a.finish()
+}
+
+func equalPairsV1(ls labels.Labels, pairs []prompb.Label) bool {
+	if ls.Len() != len(pairs) {
+		return false
+	}
+	i, eq := 0, true
+	ls.Range(func(l labels.Label) {
+		if eq && (l.Name != pairs[i].Name || l.Value != pairs[i].Value) {
+			eq = false
+		}
+		i++
+	})
+	return eq
+}
+
+func equalPairsV2(ls labels.Labels, refs []uint32, syms []string) bool {
+	if ls.Len()*2 != len(refs) {
+		return false
+	}
+	i, eq := 0, true
+	ls.Range(func(l labels.Label) {
+		if eq && (l.Name != syms[refs[i]] || l.Value != syms[refs[i+1]]) {
+			eq = false
+		}
+		i += 2
+	})
+	return eq
+}
+
+// familyName strips the series suffixes that belong to one family of a
+// classic histogram or summary, so metadata is keyed as a scrape keys it.
+func familyName(series string, t model.MetricType) string {
+	switch t {
+	case model.MetricTypeHistogram, model.MetricTypeGaugeHistogram:
+		for _, s := range []string{"_bucket", "_sum", "_count", "_gcount", "_gsum"} {
+			if f, ok := strings.CutSuffix(series, s); ok {
+				return f
+			}
+		}
+	case model.MetricTypeSummary:
+		for _, s := range []string{"_sum", "_count"} {
+			if f, ok := strings.CutSuffix(series, s); ok {
+				return f
+			}
+		}
+	}
+	return series
+}
+
+func metricTypeV1(t prompb.MetricMetadata_MetricType) model.MetricType {
+	switch t {
+	case prompb.MetricMetadata_COUNTER:
+		return model.MetricTypeCounter
+	case prompb.MetricMetadata_GAUGE:
+		return model.MetricTypeGauge
+	case prompb.MetricMetadata_HISTOGRAM:
+		return model.MetricTypeHistogram
+	case prompb.MetricMetadata_GAUGEHISTOGRAM:
+		return model.MetricTypeGaugeHistogram
+	case prompb.MetricMetadata_SUMMARY:
+		return model.MetricTypeSummary
+	case prompb.MetricMetadata_INFO:
+		return model.MetricTypeInfo
+	case prompb.MetricMetadata_STATESET:
+		return model.MetricTypeStateset
+	}
+	return model.MetricTypeUnknown
+}

@@ -1,0 +1,221 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Options configures evaluation. Zero values mean the documented default.
+type Options struct {
+	// Timeout aborts a query after this long. Zero means 2 minutes.
+	Timeout time.Duration
+	// MaxSamples caps the samples one query may hold in memory. Zero means
+	// 50 million, the Prometheus default.
+	MaxSamples int
+	// LookbackDelta is how far back an instant selector looks. Zero means 5m.
+	LookbackDelta time.Duration
+	// MaxConcurrent caps concurrently executing queries; zero means 20, as in
+	// Prometheus. The rest wait.
+	MaxConcurrent int
+	// ActiveQueryDir, when set, keeps a log of running queries there, so a
+	// query that crashed the process is logged at the next start.
+	ActiveQueryDir string
+	// DisableMetricsQL turns the MetricsQL fallback off.
+	DisableMetricsQL bool
+	// Experimental PromQL features; DefaultOptions enables them all, since
+	// tailroot's functions are experimental in PromQL's sense.
+	ExperimentalFunctions bool
+	BinopFillModifiers    bool
+	UnquotedUTF8Names     bool
+	DelayedNameRemoval    bool
+}
+
+// DefaultOptions is what `tailroot serve` evaluates with.
+func DefaultOptions() Options {
+	return Options{
+		Timeout:               2 * time.Minute,
+		MaxSamples:            50_000_000,
+		LookbackDelta:         5 * time.Minute,
+		MaxConcurrent:         20,
+		ExperimentalFunctions: true,
+		BinopFillModifiers:    true,
+		UnquotedUTF8Names:     true,
+		DelayedNameRemoval:    true,
+	}
+}
+
+// Engine evaluates PromQL with the upstream engine and falls back to
+// translating MetricsQL. It implements promql.QueryEngine, so the upstream
+// Prometheus API and test suite drive it unchanged.
+type Engine struct {
+	ng     *promql.Engine
+	parser parser.Parser
+	funcs  map[string]*parser.Function
+	opts   Options
+}
+
+// New builds an engine over the functions of reg (DefaultRegistry when nil).
+func New(opts Options, reg *Registry, logger *slog.Logger, promReg prometheus.Registerer) (*Engine, error) {
+	if reg == nil {
+		reg = DefaultRegistry()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.MaxSamples <= 0 {
+		opts.MaxSamples = 50_000_000
+	}
+	if opts.LookbackDelta <= 0 {
+		opts.LookbackDelta = 5 * time.Minute
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = 20
+	}
+	funcs := reg.Functions()
+	p := parser.NewParser(parser.Options{
+		EnableExperimentalFunctions: opts.ExperimentalFunctions,
+		EnableBinopFillModifiers:    opts.BinopFillModifiers,
+		EnableUnquotedUTF8Names:     opts.UnquotedUTF8Names,
+		Functions:                   funcs,
+	})
+	var tracker promql.QueryTracker
+	if opts.ActiveQueryDir != "" {
+		t, err := promql.NewActiveQueryTracker(opts.ActiveQueryDir, opts.MaxConcurrent, logger)
+		if err != nil {
+			return nil, fmt.Errorf("active query log: %w", err)
+		}
+		tracker = t
+	} else {
+		tracker = newConcurrencyLimit(opts.MaxConcurrent)
+	}
+	ng := promql.NewEngine(promql.EngineOpts{
+		Logger:             logger,
+		Reg:                promReg,
+		MaxSamples:         opts.MaxSamples,
+		Timeout:            opts.Timeout,
+		ActiveQueryTracker: tracker,
+		LookbackDelta:      opts.LookbackDelta,
+		// Subqueries without a step use the global evaluation interval in
+		// Prometheus; tailroot has no rule evaluation, so 1m, its default.
+		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
+		EnableAtModifier:         true,
+		EnableNegativeOffset:     true,
+		EnableDelayedNameRemoval: opts.DelayedNameRemoval,
+		UseStartTimestamps:       true,
+		Parser:                   p,
+	})
+	return &Engine{ng: ng, parser: p, funcs: funcs, opts: opts}, nil
+}
+
+// Parser returns the PromQL parser with tailroot's functions, for the API's
+// format_query, parse_query and series matchers.
+func (e *Engine) Parser() parser.Parser { return e.parser }
+
+// Upstream returns the wrapped upstream engine.
+func (e *Engine) Upstream() *promql.Engine { return e.ng }
+
+// Close releases the engine's resources.
+func (e *Engine) Close() error { return e.ng.Close() }
+
+// NewInstantQuery implements promql.QueryEngine.
+func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	qry, err := e.ng.NewInstantQuery(ctx, q, opts, qs, ts)
+	if err == nil || !isParseError(err) {
+		return qry, err
+	}
+	translated, ok := e.translate(qs, 0)
+	if !ok {
+		return nil, err
+	}
+	qry, terr := e.ng.NewInstantQuery(ctx, q, opts, translated, ts)
+	if terr != nil {
+		return nil, err
+	}
+	return &translatedQuery{Query: qry, from: qs, to: translated}, nil
+}
+
+// NewRangeQuery implements promql.QueryEngine.
+func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+	qry, err := e.ng.NewRangeQuery(ctx, q, opts, qs, start, end, step)
+	if err == nil || !isParseError(err) {
+		return qry, err
+	}
+	translated, ok := e.translate(qs, step)
+	if !ok {
+		return nil, err
+	}
+	qry, terr := e.ng.NewRangeQuery(ctx, q, opts, translated, start, end, step)
+	if terr != nil {
+		return nil, err
+	}
+	return &translatedQuery{Query: qry, from: qs, to: translated}, nil
+}
+
+// translate returns the PromQL form of a MetricsQL query, when it has one.
+func (e *Engine) translate(qs string, step time.Duration) (string, bool) {
+	if e.opts.DisableMetricsQL {
+		return "", false
+	}
+	out, err := translateMetricsQL(qs, e.funcs, step)
+	if err != nil {
+		return "", false
+	}
+	return out, true
+}
+
+func isParseError(err error) bool {
+	var pes parser.ParseErrors
+	var pe *parser.ParseErr
+	return errors.As(err, &pes) || errors.As(err, &pe)
+}
+
+// translatedQuery tells the caller, as an info annotation, what PromQL a
+// MetricsQL query was evaluated as.
+type translatedQuery struct {
+	promql.Query
+	from, to string
+}
+
+func (q *translatedQuery) Exec(ctx context.Context) *promql.Result {
+	res := q.Query.Exec(ctx)
+	if res.Warnings == nil {
+		res.Warnings = annotations.Annotations{}
+	}
+	res.Warnings.Add(fmt.Errorf("%w: MetricsQL query evaluated as PromQL %q", annotations.PromQLInfo, q.to))
+	return res
+}
+
+// concurrencyLimit is a QueryTracker that only bounds concurrency, for
+// engines without an active-query log directory.
+type concurrencyLimit struct{ slots chan struct{} }
+
+func newConcurrencyLimit(n int) *concurrencyLimit {
+	return &concurrencyLimit{slots: make(chan struct{}, n)}
+}
+
+func (c *concurrencyLimit) GetMaxConcurrent() int { return cap(c.slots) }
+
+func (c *concurrencyLimit) Insert(ctx context.Context, _ string) (int, error) {
+	select {
+	case c.slots <- struct{}{}:
+		return 0, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (c *concurrencyLimit) Delete(int) { <-c.slots }
+
+func (c *concurrencyLimit) Close() error { return nil }
