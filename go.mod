@@ -157,3 +157,5 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,12 +1,20 @@
 package query
 
 import (
-	"errors"
 	"time"
 
-	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/tailroot/tailroot/query/metricsql"
 )
 
-func translateMetricsQL(string, map[string]*parser.Function, time.Duration) (string, error) {
-	return "", errors.New("metricsql: not wired")
+// translateMetricsQL returns the PromQL form of a query the PromQL parser
+// rejected, parsed with the same function set and feature flags as the
+// engine, or an error when it is not MetricsQL or has no exact PromQL form.
+func (e *Engine) translateMetricsQL(qs string, step time.Duration) (string, error) {
+	return metricsql.Translate(qs, metricsql.Options{
+		Functions:                   e.funcs,
+		EnableExperimentalFunctions: e.opts.ExperimentalFunctions,
+		EnableBinopFillModifiers:    e.opts.BinopFillModifiers,
+		EnableUnquotedUTF8Names:     e.opts.UnquotedUTF8Names,
+		Step:                        step,
+	})
 }

@@ -168,7 +168,7 @@ func (e *Engine) translate(qs string, step time.Duration) (string, bool) {
 	if e.opts.DisableMetricsQL {
 		return "", false
 	}
-	out, err := translateMetricsQL(qs, e.funcs, step)
+	out, err := e.translateMetricsQL(qs, step)
 	if err != nil {
 		return "", false
 	}

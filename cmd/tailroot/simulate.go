@@ -2,13 +2,26 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
+	"time"
+
+	"github.com/tailroot/tailroot/sim"
 )
 
+// runSimulator feeds the server at url with the built-in vLLM workload: an
+// hour of history first, so dashboards have something to show at once, then
+// live samples every 15 s.
 func runSimulator(ctx context.Context, url string, logger *slog.Logger) error {
-	_ = url
-	_ = logger
-	<-ctx.Done()
-	return errors.New("simulator not built")
+	o := sim.DefaultOptions()
+	o.URL = url
+	o.Backfill = time.Hour
+	o.Start = time.Now().Add(-o.Backfill)
+	o.NativeHistograms = true
+	o.Logger = logger
+	s, err := sim.New(o)
+	if err != nil {
+		return err
+	}
+	logger.Info("simulator started", "series", s.NumSeries(), "models", len(o.Models), "instances_per_model", o.InstancesPerModel, "backfill", o.Backfill)
+	return s.Run(ctx)
 }
