@@ -64,6 +64,8 @@ type App struct {
 	cmd     *exec.Cmd
 	logs    *syncBuffer
 	done    chan error
+	// User and Password, when set, are sent as basic auth on every request.
+	User, Password string
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment ago.
@@ -82,7 +84,14 @@ func FreeAddr(t testing.TB) string {
 // it is ready. The process is killed when the test ends.
 func Start(t testing.TB, dataDir string, extra ...string) *App {
 	t.Helper()
-	a := &App{bin: Binary(t), DataDir: dataDir, Addr: FreeAddr(t)}
+	return StartAuth(t, dataDir, "", "", extra...)
+}
+
+// StartAuth is Start for a server that requires basic auth (set up through
+// --web.config.file in extra).
+func StartAuth(t testing.TB, dataDir, user, password string, extra ...string) *App {
+	t.Helper()
+	a := &App{bin: Binary(t), DataDir: dataDir, Addr: FreeAddr(t), User: user, Password: password}
 	a.args = append([]string{"serve", "--listen", a.Addr, "--data-dir", dataDir}, extra...)
 	a.start(t)
 	t.Cleanup(func() { a.Kill(t) })
@@ -109,7 +118,9 @@ func (a *App) start(t testing.TB) {
 			t.Fatalf("tailroot exited before ready: %v\n%s", err, a.logs.String())
 		default:
 		}
-		resp, err := http.Get(a.URL + "/-/ready")
+		req, _ := http.NewRequest(http.MethodGet, a.URL+"/-/ready", nil)
+		a.auth(req)
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -175,7 +186,12 @@ func (a *App) Get(t testing.TB, path string, params url.Values) (int, []byte) {
 	if len(params) > 0 {
 		u += "?" + params.Encode()
 	}
-	resp, err := http.Get(u)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.auth(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
@@ -198,6 +214,7 @@ func (a *App) Post(t testing.TB, path, contentType string, body []byte, header h
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	a.auth(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
@@ -263,6 +280,12 @@ func (a *App) Scalar(t testing.TB, q string, ts time.Time) float64 {
 		t.Fatalf("query %q: value %q: %v", q, s, err)
 	}
 	return f
+}
+
+func (a *App) auth(req *http.Request) {
+	if a.User != "" {
+		req.SetBasicAuth(a.User, a.Password)
+	}
 }
 
 type syncBuffer struct {

@@ -1,0 +1,83 @@
+# tailroot — the Makefile is the interface. `make help` lists the targets.
+
+SHELL        := /bin/bash
+GO           ?= go
+BIN          := bin
+DATA_DIR     ?= ./data
+LISTEN       ?= 127.0.0.1:9490
+VERSION      ?= $(shell cat VERSION 2>/dev/null || echo 0.1.0-dev)
+REVISION     := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BRANCH       := $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+LDFLAGS      := -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.branch=$(BRANCH) \
+                -X main.buildUser=$(shell id -un)@$(shell hostname) -X main.buildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+TEST_TIMEOUT ?= 25m
+FUZZTIME     ?= 60s
+
+# Debian packages the tests need: promtool for the compatibility test,
+# clang/llvm/libbpf for the eBPF programs, bpftool to regenerate vmlinux.h.
+APT_PACKAGES := prometheus clang-14 llvm-14 libbpf-dev bpftool gcc python3
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/tailroot
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tailroot ./cmd/tailroot
+
+.PHONY: run
+run: build ## start tailroot on $(DATA_DIR) with the built-in workload simulator
+	@echo
+	@echo "tailroot: http://$(LISTEN)  (data in $(DATA_DIR), Ctrl-C to stop)"
+	@echo "  Grafana: add a Prometheus datasource with URL http://$(LISTEN)"
+	@echo "  try:     curl -s 'http://$(LISTEN)/api/v1/query' --data-urlencode 'query=histogram_quantile(0.99, sum by (le, model_name) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))'"
+	@echo "  try:     curl -s 'http://$(LISTEN)/api/v1/query' --data-urlencode 'query=sum by (model_name) (rate(vllm:request_success_total[5m]))'"
+	@echo
+	$(BIN)/tailroot serve --listen $(LISTEN) --data-dir $(DATA_DIR) --simulate --web.enable-admin-api
+
+.PHONY: test-deps
+test-deps: ## install the Debian packages the tests need (root)
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+.PHONY: test
+test: test-deps ## install test dependencies, run every test, smoke-run the benchmarks
+	$(GO) vet ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 -run '^$$' -bench . -benchtime=1x ./... > /dev/null
+
+.PHONY: lint
+lint: ## vet, staticcheck and gofumpt
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	@out="$$($(GO) tool gofumpt -l $$(git ls-files '*.go' | grep -v '_bpfel.go$$'))"; \
+	if [ -n "$$out" ]; then echo "gofumpt wants changes in:"; echo "$$out"; exit 1; fi
+
+.PHONY: generate
+generate: ## regenerate eBPF objects (bpf2go, clang-14)
+	$(GO) generate ./bpf/...
+
+.PHONY: check-generated
+check-generated: ## regenerate and fail if committed generated files differ
+	./bpf/check-generated.sh
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for $(FUZZTIME) each
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+.PHONY: bench
+bench: ## run benchmarks (6 counts) into bench.txt; compare runs with `go tool benchstat`
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+
+.PHONY: clean
+clean: ## remove build outputs (not the data dir)
+	rm -rf $(BIN)
