@@ -1,0 +1,3 @@
+package blockio
+
+//go:generate go tool bpf2go -cc clang-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel blockio blockio.bpf.c -- -I../include

@@ -1,0 +1,3 @@
+package runqlat
+
+//go:generate go tool bpf2go -cc clang-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel runqlat runqlat.bpf.c -- -I../include
