@@ -57,6 +57,7 @@ func DefaultOptions() Options {
 // translating MetricsQL. It implements promql.QueryEngine, so the upstream
 // Prometheus API and test suite drive it unchanged.
 type Engine struct {
+	reg    *Registry
 	ng     *promql.Engine
 	parser parser.Parser
 	funcs  map[string]*parser.Function
@@ -116,7 +117,7 @@ func New(opts Options, reg *Registry, logger *slog.Logger, promReg prometheus.Re
 		UseStartTimestamps:       true,
 		Parser:                   p,
 	})
-	return &Engine{ng: ng, parser: p, funcs: funcs, opts: opts}, nil
+	return &Engine{reg: reg, ng: ng, parser: p, funcs: funcs, opts: opts}, nil
 }
 
 // Parser returns the PromQL parser with tailroot's functions, for the API's
@@ -131,6 +132,11 @@ func (e *Engine) Close() error { return e.ng.Close() }
 
 // NewInstantQuery implements promql.QueryEngine.
 func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	if expr, calls, err := e.plan(qs); err != nil {
+		return nil, err
+	} else if calls != nil {
+		return &plannedQuery{e: e, q: q, opts: opts, expr: expr, calls: calls, start: ts, end: ts, qs: qs}, nil
+	}
 	qry, err := e.ng.NewInstantQuery(ctx, q, opts, qs, ts)
 	if err == nil || !isParseError(err) {
 		return qry, err
@@ -148,6 +154,17 @@ func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts 
 
 // NewRangeQuery implements promql.QueryEngine.
 func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+	if expr, calls, err := e.plan(qs); err != nil {
+		return nil, err
+	} else if calls != nil {
+		if step <= 0 {
+			return nil, fmt.Errorf("zero or negative query resolution step widths are not accepted")
+		}
+		if expr.Type() != parser.ValueTypeVector && expr.Type() != parser.ValueTypeScalar {
+			return nil, fmt.Errorf("invalid expression type %q for range query, must be Scalar or instant Vector", parser.DocumentedType(expr.Type()))
+		}
+		return &plannedQuery{e: e, q: q, opts: opts, expr: expr, calls: calls, start: start, end: end, step: step, qs: qs}, nil
+	}
 	qry, err := e.ng.NewRangeQuery(ctx, q, opts, qs, start, end, step)
 	if err == nil || !isParseError(err) {
 		return qry, err

@@ -3,6 +3,7 @@ package query
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/prometheus/promql"
@@ -17,8 +18,9 @@ import (
 // promql.FunctionCalls, so registering writes there too; names must not
 // collide with upstream functions.
 type Registry struct {
-	mu    sync.RWMutex
-	funcs map[string]*parser.Function
+	mu       sync.RWMutex
+	funcs    map[string]*parser.Function
+	plannedF map[string]PlannedFunc
 }
 
 var (
@@ -35,7 +37,56 @@ func DefaultRegistry() *Registry {
 
 // NewRegistry returns a registry holding the upstream PromQL functions.
 func NewRegistry() *Registry {
-	return &Registry{funcs: maps.Clone(parser.Functions)}
+	return &Registry{funcs: maps.Clone(parser.Functions), plannedF: map[string]PlannedFunc{}}
+}
+
+// RegisterPlanned adds a function evaluated by the planner above the
+// engine (see PlannedFunc). Its signature is type-checked by the parser
+// like any function; its return type must be an instant vector.
+func (r *Registry) RegisterPlanned(f *parser.Function, impl PlannedFunc) error {
+	if f == nil || f.Name == "" {
+		return fmt.Errorf("register function: empty name")
+	}
+	if impl == nil {
+		return fmt.Errorf("register function %s: nil implementation", f.Name)
+	}
+	if f.ReturnType != parser.ValueTypeVector {
+		return fmt.Errorf("register function %s: planned functions return instant vectors, not %s", f.Name, f.ReturnType)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.funcs[f.Name]; ok {
+		return fmt.Errorf("register function %s: name already registered", f.Name)
+	}
+	r.funcs[f.Name] = f
+	r.plannedF[f.Name] = impl
+	return nil
+}
+
+// MustRegisterPlanned is RegisterPlanned for package init; it panics on a
+// programming error (a duplicate name or a bad signature).
+func (r *Registry) MustRegisterPlanned(f *parser.Function, impl PlannedFunc) {
+	if err := r.RegisterPlanned(f, impl); err != nil {
+		panic("BUG: " + err.Error())
+	}
+}
+
+func (r *Registry) planned(name string) PlannedFunc {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.plannedF[name]
+}
+
+// hasPlanned is a cheap filter: whether qs mentions a planned function.
+func (r *Registry) hasPlanned(qs string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for n := range r.plannedF {
+		if strings.Contains(qs, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // Register adds a function. It fails when the name is taken, when the
