@@ -1,0 +1,542 @@
+package records
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a Store. Every field says what its zero value means.
+type Options struct {
+	// Dir holds the store's files. Required; created if missing.
+	Dir string
+	// PartitionDuration is the time span of one partition, a whole number of
+	// milliseconds. 0 means 2h. It is written into every file; reopening a
+	// directory with another duration is an error.
+	PartitionDuration time.Duration
+	// Retention is how long records are kept, measured from the time passed
+	// to ApplyRetention. 0 keeps records forever.
+	Retention time.Duration
+	// MaxSegmentBytes seals a partition's WAL into a segment once the WAL
+	// reaches this many bytes, and is the largest batch Append takes.
+	// 0 means 64 MiB; at most 256 MiB.
+	MaxSegmentBytes int64
+	// SyncEveryWrite makes every Append fsync on its own while holding the
+	// store lock. false (the default) is group commit: concurrent Appends
+	// share one fsync. Either way Append returns only after its records are
+	// fsynced; group commit trades nothing in durability for throughput
+	// under concurrency.
+	SyncEveryWrite bool
+	// RetentionCheckInterval runs ApplyRetention(time.Now()) in the
+	// background at this interval. 0 runs no background loop.
+	RetentionCheckInterval time.Duration
+	// Logger receives errors of background work (retention, sealing that is
+	// retried later). nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns 2h partitions, no retention, 64 MiB segments and
+// group commit. Dir must still be set.
+func DefaultOptions() Options {
+	return Options{
+		PartitionDuration: 2 * time.Hour,
+		MaxSegmentBytes:   64 << 20,
+	}
+}
+
+const maxSegmentBytesLimit = 256 << 20
+
+// Store is the request-record store. It is safe for concurrent use.
+type Store struct {
+	opts   Options
+	dur    int64 // partition duration, ms
+	grace  int64 // late-record grace before a partition is due, ms
+	log    *slog.Logger
+	unlock func() error
+
+	mu      sync.RWMutex
+	parts   map[int64]*partition // by partition start
+	hasData bool
+	maxT    int64 // newest record time seen
+	lastCut int64 // partitions with index < lastCut have been sealed once due
+	cutoff  int64 // retention: partitions ending at or before it are gone
+	closed  bool
+	failed  error // sticky: a WAL sync or truncate failed; no more appends
+
+	stop      chan struct{}
+	bg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// partition is one time range [start, start+dur): its sealed segments and at
+// most one open WAL generation (the head).
+type partition struct {
+	start   int64
+	segs    []segmentMeta // in seq order
+	head    *headGen
+	nextSeq int
+}
+
+type segmentMeta struct {
+	path       string
+	seq        int
+	minT, maxT int64
+	count      int
+	size       int64
+}
+
+// headGen is an open WAL generation and its records in append order. recs is
+// only appended to, so a reader may keep a prefix of it without a lock.
+type headGen struct {
+	seq  int
+	wal  *walFile
+	recs []Record
+}
+
+// Open opens or creates the store in opts.Dir: it replays every WAL
+// (dropping a torn last entry), removes WALs already sealed, seals
+// partitions that are due, and starts the retention loop if configured.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("open records store: Options.Dir is empty")
+	}
+	if opts.PartitionDuration == 0 {
+		opts.PartitionDuration = DefaultOptions().PartitionDuration
+	}
+	if opts.MaxSegmentBytes == 0 {
+		opts.MaxSegmentBytes = DefaultOptions().MaxSegmentBytes
+	}
+	switch {
+	case opts.PartitionDuration < time.Millisecond || opts.PartitionDuration%time.Millisecond != 0:
+		return nil, fmt.Errorf("open records store: PartitionDuration %v is not a positive whole number of milliseconds", opts.PartitionDuration)
+	case opts.Retention < 0:
+		return nil, fmt.Errorf("open records store: Retention %v is negative", opts.Retention)
+	case opts.MaxSegmentBytes < 0 || opts.MaxSegmentBytes > maxSegmentBytesLimit:
+		return nil, fmt.Errorf("open records store: MaxSegmentBytes %d outside [1, %d]", opts.MaxSegmentBytes, maxSegmentBytesLimit)
+	case opts.RetentionCheckInterval < 0:
+		return nil, fmt.Errorf("open records store: RetentionCheckInterval %v is negative", opts.RetentionCheckInterval)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open records store: %w", err)
+	}
+	unlock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("open records store: %w", err)
+	}
+	s := &Store{
+		opts:   opts,
+		dur:    opts.PartitionDuration.Milliseconds(),
+		log:    log,
+		unlock: unlock,
+		parts:  map[int64]*partition{},
+		cutoff: math.MinInt64,
+		stop:   make(chan struct{}),
+	}
+	s.grace = s.dur / 2
+	if err := s.load(); err != nil {
+		s.closeFiles()
+		_ = unlock()
+		return nil, fmt.Errorf("open records store %s: %w", opts.Dir, err)
+	}
+	if opts.RetentionCheckInterval > 0 {
+		s.bg.Add(1)
+		go s.retentionLoop()
+	}
+	return s, nil
+}
+
+// fileName is "<start>-<seq>.<ext>".
+func fileName(start int64, seq int, ext string) string {
+	return fmt.Sprintf("%d-%06d.%s", start, seq, ext)
+}
+
+func parseFileName(name string) (start int64, seq int, ext string, ok bool) {
+	base, ext, found := strings.Cut(name, ".")
+	if !found || (ext != "wal" && ext != "seg") {
+		return 0, 0, "", false
+	}
+	a, b, found := strings.Cut(base, "-")
+	if !found {
+		return 0, 0, "", false
+	}
+	start, err1 := strconv.ParseInt(a, 10, 64)
+	seq, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || start < 0 || seq < 0 || len(b) < 6 {
+		return 0, 0, "", false
+	}
+	return start, seq, ext, true
+}
+
+// load reads the directory into s. Called once, from Open.
+func (s *Store) load() error {
+	entries, err := os.ReadDir(s.opts.Dir)
+	if err != nil {
+		return err
+	}
+	type walRef struct {
+		start int64
+		seq   int
+		path  string
+	}
+	var wals []walRef
+	sealed := map[[2]int64]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		path := filepath.Join(s.opts.Dir, name)
+		if strings.HasSuffix(name, ".tmp") {
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			continue
+		}
+		start, seq, ext, ok := parseFileName(name)
+		if !ok || e.IsDir() {
+			continue
+		}
+		if start%s.dur != 0 {
+			return fmt.Errorf("file %s: partition start %d is not a multiple of partition duration %d ms (PartitionDuration changed?)", name, start, s.dur)
+		}
+		p := s.partition(start)
+		p.nextSeq = max(p.nextSeq, seq+1)
+		if ext == "wal" {
+			wals = append(wals, walRef{start, seq, path})
+			continue
+		}
+		meta, err := s.readSegmentMeta(path, start, seq)
+		if err != nil {
+			return err
+		}
+		p.segs = append(p.segs, meta)
+		sealed[[2]int64{start, int64(seq)}] = true
+		s.observe(meta.maxT)
+	}
+	for _, p := range s.parts {
+		slices.SortFunc(p.segs, func(a, b segmentMeta) int { return a.seq - b.seq })
+	}
+	slices.SortFunc(wals, func(a, b walRef) int {
+		if c := cmpInt64(a.start, b.start); c != 0 {
+			return c
+		}
+		return a.seq - b.seq
+	})
+	for i, w := range wals {
+		if sealed[[2]int64{w.start, int64(w.seq)}] {
+			// Crash between the segment's rename and the WAL's removal.
+			if err := os.Remove(w.path); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.replay(w.path, w.start, w.seq); err != nil {
+			return err
+		}
+		// Only one WAL per partition is left open; an older one (possible
+		// only after an interrupted seal) is sealed now.
+		if i+1 < len(wals) && wals[i+1].start == w.start {
+			if err := s.seal(s.parts[w.start]); err != nil {
+				return err
+			}
+		}
+	}
+	s.lastCut = s.cutIndex()
+	return s.sealDue()
+}
+
+func (s *Store) readSegmentMeta(path string, start int64, seq int) (segmentMeta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return segmentMeta{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return segmentMeta{}, err
+	}
+	var b [segHeaderLen]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return segmentMeta{}, &CorruptionError{File: path, Reason: "segment header: " + err.Error()}
+	}
+	h, err := readSegmentHeader(b[:])
+	if err != nil {
+		return segmentMeta{}, &CorruptionError{File: path, Reason: err.Error()}
+	}
+	if h.PartDur != s.dur || h.PartStart != start {
+		return segmentMeta{}, fmt.Errorf("segment %s: partition %d/%d ms, store uses duration %d ms (PartitionDuration changed?)", path, h.PartStart, h.PartDur, s.dur)
+	}
+	if want := int64(segHeaderLen) + int64(h.CompLen) + segTrailerLen; fi.Size() != want {
+		return segmentMeta{}, &CorruptionError{File: path, Offset: fi.Size(), Reason: fmt.Sprintf("file is %d bytes, header says %d", fi.Size(), want)}
+	}
+	return segmentMeta{path: path, seq: seq, minT: h.MinT, maxT: h.MaxT, count: int(h.Count), size: fi.Size()}, nil
+}
+
+// replay loads one WAL into its partition's head, truncating a torn tail.
+func (s *Store) replay(path string, start int64, seq int) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	h, recs, good, err := replayWAL(path, data)
+	if err != nil {
+		return err
+	}
+	if h.PartDur != s.dur || h.PartStart != start {
+		return fmt.Errorf("wal %s: partition %d/%d ms, store uses duration %d ms (PartitionDuration changed?)", path, h.PartStart, h.PartDur, s.dur)
+	}
+	if good < len(data) {
+		s.log.Warn("records: dropping torn WAL tail", "file", path, "offset", good, "bytes", len(data)-good)
+		if err := truncateSync(path, int64(good)); err != nil {
+			return fmt.Errorf("truncate torn wal tail: %w", err)
+		}
+	}
+	w, err := openWAL(path, int64(good))
+	if err != nil {
+		return err
+	}
+	s.parts[start].head = &headGen{seq: seq, wal: w, recs: recs}
+	for i := range recs {
+		s.observe(recs[i].Time)
+	}
+	return nil
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Store) partition(start int64) *partition {
+	p := s.parts[start]
+	if p == nil {
+		p = &partition{start: start, nextSeq: 1}
+		s.parts[start] = p
+	}
+	return p
+}
+
+func (s *Store) observe(t int64) {
+	if !s.hasData || t > s.maxT {
+		s.maxT, s.hasData = t, true
+	}
+}
+
+// cutIndex is the partition index below which partitions are due: index i is
+// due when (i+1)·dur + grace ≤ maxT.
+func (s *Store) cutIndex() int64 {
+	if !s.hasData || s.maxT < s.grace {
+		return 0
+	}
+	return (s.maxT - s.grace) / s.dur
+}
+
+// sealDue seals the head of every partition that is due. Errors are joined;
+// a failed seal leaves its WAL in place to be retried.
+func (s *Store) sealDue() error {
+	var errs []error
+	for _, p := range s.sortedParts() {
+		if p.head != nil && p.start/s.dur < s.lastCut {
+			if err := s.seal(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) sortedParts() []*partition {
+	ps := make([]*partition, 0, len(s.parts))
+	for _, p := range s.parts {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b *partition) int { return cmpInt64(a.start, b.start) })
+	return ps
+}
+
+// seal writes p's head into a segment (temp file, fsync, rename, directory
+// fsync) and then removes the WAL. Called with s.mu held. The head stays
+// open if writing the segment fails.
+func (s *Store) seal(p *partition) error {
+	h := p.head
+	if h == nil {
+		return nil
+	}
+	if len(h.recs) > 0 {
+		seg := Segment{PartitionStart: p.start, PartitionDuration: s.dur, Records: h.recs}
+		data := seg.Marshal(nil)
+		name := fileName(p.start, h.seq, "seg")
+		if err := writeFileAtomic(s.opts.Dir, name, data); err != nil {
+			return fmt.Errorf("seal partition %d: %w", p.start, err)
+		}
+		hdr, err := readSegmentHeader(data)
+		if err != nil {
+			panic(fmt.Sprintf("BUG: segment just written does not parse: %v", err))
+		}
+		p.segs = append(p.segs, segmentMeta{
+			path: filepath.Join(s.opts.Dir, name), seq: h.seq,
+			minT: hdr.MinT, maxT: hdr.MaxT, count: len(h.recs), size: int64(len(data)),
+		})
+	}
+	p.head = nil
+	// The records are durable in the segment; a WAL left behind by a failed
+	// remove is deleted on the next open because the segment exists.
+	if err := h.wal.close(true); err != nil {
+		s.log.Warn("records: remove sealed wal", "err", err)
+	}
+	return nil
+}
+
+// Flush seals every open partition now, so all records are in compressed
+// segments. Later appends to those partitions open new WAL generations.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	var errs []error
+	for _, p := range s.sortedParts() {
+		if err := s.seal(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyRetention removes every partition that ends at or before
+// now − Retention: its segments and its WAL. Later appends into a removed
+// partition fail with ErrOutOfRetention. A no-op when Retention is 0.
+func (s *Store) ApplyRetention(now time.Time) error {
+	if s.opts.Retention == 0 {
+		return nil
+	}
+	cutoff := now.UnixMilli() - s.opts.Retention.Milliseconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.cutoff = max(s.cutoff, cutoff)
+	var errs []error
+	for start, p := range s.parts {
+		if start+s.dur > s.cutoff {
+			continue
+		}
+		if p.head != nil {
+			if err := p.head.wal.close(true); err != nil {
+				errs = append(errs, err)
+			}
+			p.head = nil
+		}
+		kept := p.segs[:0]
+		for _, m := range p.segs {
+			if err := os.Remove(m.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("retention: %w", err))
+				kept = append(kept, m)
+			}
+		}
+		p.segs = kept
+		if len(p.segs) == 0 {
+			delete(s.parts, start)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) retentionLoop() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.opts.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			if err := s.ApplyRetention(now); err != nil && !errors.Is(err, ErrClosed) {
+				s.log.Error("records: apply retention", "err", err)
+			}
+		}
+	}
+}
+
+// Stats describe what the store holds.
+type Stats struct {
+	Records      int64 // stored records, head and segments
+	HeadRecords  int64 // records in open WAL generations
+	Partitions   int
+	Segments     int
+	WALBytes     int64
+	SegmentBytes int64
+	BytesOnDisk  int64 // WALBytes + SegmentBytes
+	MaxTime      int64 // newest record time seen, Unix ms; 0 when empty
+}
+
+// Stats returns current counts and sizes.
+func (s *Store) Stats() Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := Stats{Partitions: len(s.parts)}
+	if s.hasData {
+		st.MaxTime = s.maxT
+	}
+	for _, p := range s.parts {
+		for _, m := range p.segs {
+			st.Segments++
+			st.Records += int64(m.count)
+			st.SegmentBytes += m.size
+		}
+		if p.head != nil {
+			st.HeadRecords += int64(len(p.head.recs))
+			st.WALBytes += p.head.wal.size
+		}
+	}
+	st.Records += st.HeadRecords
+	st.BytesOnDisk = st.WALBytes + st.SegmentBytes
+	return st
+}
+
+// Close stops background work, syncs and closes every WAL and releases the
+// directory. It does not seal: the next Open replays the WALs.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.bg.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.closed = true
+		s.closeErr = errors.Join(s.closeFiles(), s.unlock())
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeFiles() error {
+	var errs []error
+	for _, p := range s.parts {
+		if p.head != nil {
+			errs = append(errs, p.head.wal.close(false))
+		}
+	}
+	return errors.Join(errs...)
+}
