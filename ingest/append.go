@@ -211,13 +211,17 @@ func (h *RemoteWrite) validate(ls labels.Labels) error {
 	return nil
 }
 
-// appendV1 writes a remote write 1.0 request.
-func (h *RemoteWrite) appendV1(ctx context.Context, req *prompb.WriteRequest) result {
+// appendV1 writes a remote write 1.0 request decoded to views.
+func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 	a := h.newAppender(ctx)
 	d := xxhash.New()
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		n := len(ts.Samples) + len(ts.Histograms)
+	for i := range req.series {
+		s := &req.series[i]
+		pairs := req.pairs[s.pairs.from:s.pairs.to]
+		samples := req.samples[s.samples.from:s.samples.to]
+		hists := req.hists[s.hists.from:s.hists.to]
+		exs := req.exs[s.exs.from:s.exs.to]
+		n := len(samples) + len(hists)
 
 		var (
 			ls  labels.Labels
@@ -227,20 +231,27 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *prompb.WriteRequest) re
 		)
 		if h.cache != nil {
 			d.Reset()
-			ph := pairHasher{d}
-			for _, l := range ts.Labels {
-				ph.add(l.Name, l.Value)
+			for _, p := range pairs {
+				_, _ = d.Write(p[0])
+				_, _ = d.Write(sep)
+				_, _ = d.Write(p[1])
+				_, _ = d.Write(sep)
 			}
 			key = d.Sum64()
 			var e cacheEntry
-			if e, hit = h.cache.get(key); hit && equalPairsV1(e.ls, ts.Labels) {
+			if e, hit = h.cache.get(key); hit && equalPairBytes(e.ls, pairs) {
 				ls, ref = e.ls, e.ref
 			} else {
 				hit = false
 			}
 		}
 		if !hit {
-			ls = ts.ToLabels(&a.sb, nil)
+			a.sb.Reset()
+			for _, p := range pairs {
+				a.sb.Add(string(p[0]), string(p[1]))
+			}
+			a.sb.Sort()
+			ls = a.sb.Labels()
 			if err := h.validate(ls); err != nil {
 				h.rejected.WithLabelValues("invalid_labels").Add(float64(n))
 				a.res.bad.add("series %s: %v", ls.String(), err)
@@ -248,7 +259,7 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *prompb.WriteRequest) re
 			}
 		}
 		startRef := ref
-		for _, s := range ts.Samples {
+		for _, s := range samples {
 			var ok bool
 			if ref, ok = a.sample(ref, ls, 0, s.Timestamp, s.Value, nil, nil); ok {
 				a.res.samples++
@@ -257,8 +268,8 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *prompb.WriteRequest) re
 				return a.finish()
 			}
 		}
-		for j := range ts.Histograms {
-			hp := &ts.Histograms[j]
+		for j := range hists {
+			hp := &hists[j]
 			var ok bool
 			if hp.IsFloatHistogram() {
 				ref, ok = a.sample(ref, ls, 0, hp.Timestamp, 0, nil, hp.ToFloatHistogram())
@@ -272,9 +283,9 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *prompb.WriteRequest) re
 				return a.finish()
 			}
 		}
-		if len(ts.Exemplars) > 0 {
+		if len(exs) > 0 {
 			a.exs = a.exs[:0]
-			for _, ep := range ts.Exemplars {
+			for _, ep := range exs {
 				a.exs = append(a.exs, ep.ToExemplar(&a.sb, nil))
 			}
 			a.exemplars(ref, ls, a.exs)
@@ -284,7 +295,7 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *prompb.WriteRequest) re
 		}
 	}
 	if h.md != nil {
-		for _, m := range req.Metadata {
+		for _, m := range req.metadata {
 			if err := h.md.Set(m.MetricFamilyName, metadata.Metadata{
 				Type: metricTypeV1(m.Type), Help: m.Help, Unit: m.Unit,
 			}); err != nil {
@@ -411,13 +422,15 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 	return a.finish()
 }
 
-func equalPairsV1(ls labels.Labels, pairs []prompb.Label) bool {
+// equalPairBytes reports whether ls holds exactly the pairs, in order. The
+// string(b) == s comparisons do not allocate.
+func equalPairBytes(ls labels.Labels, pairs [][2][]byte) bool {
 	if ls.Len() != len(pairs) {
 		return false
 	}
 	i, eq := 0, true
 	ls.Range(func(l labels.Label) {
-		if eq && (l.Name != pairs[i].Name || l.Value != pairs[i].Value) {
+		if eq && (l.Name != string(pairs[i][0]) || l.Value != string(pairs[i][1])) {
 			eq = false
 		}
 		i++

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/prometheus/model/metadata"
-	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/storage"
 )
@@ -50,7 +49,7 @@ type RemoteWrite struct {
 	cache  *seriesCache
 
 	bufs  sync.Pool // *[]byte, compressed and decoded bodies
-	reqs1 sync.Pool // *prompb.WriteRequest
+	reqs1 sync.Pool // *v1Request
 	reqs2 sync.Pool // *writev2.Request
 
 	requests *prometheus.CounterVec
@@ -133,11 +132,11 @@ func (h *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		req := h.getReq1()
 		defer h.reqs1.Put(req)
-		if err := req.Unmarshal(decoded); err != nil {
+		if err := req.decode(decoded); err != nil {
 			h.fail(w, version, http.StatusBadRequest, fmt.Errorf("decode remote write 1.0 request: %w", err))
 			return
 		}
-		if err := h.checkSeriesCount(len(req.Timeseries)); err != nil {
+		if err := h.checkSeriesCount(len(req.series)); err != nil {
 			h.fail(w, version, http.StatusRequestEntityTooLarge, err)
 			return
 		}
@@ -238,18 +237,16 @@ func (h *RemoteWrite) getBuf() *[]byte {
 	return &b
 }
 
-// Decoded requests are reused: gogo's Unmarshal appends to the slices of a
-// reset message, so resetting to zero length keeps their capacity.
-func (h *RemoteWrite) getReq1() *prompb.WriteRequest {
-	if r, ok := h.reqs1.Get().(*prompb.WriteRequest); ok {
-		ts := r.Timeseries[:0]
-		md := r.Metadata[:0]
-		*r = prompb.WriteRequest{Timeseries: ts, Metadata: md}
+// Decoded requests are reused: their slices keep their capacity.
+func (h *RemoteWrite) getReq1() *v1Request {
+	if r, ok := h.reqs1.Get().(*v1Request); ok {
 		return r
 	}
-	return &prompb.WriteRequest{}
+	return &v1Request{}
 }
 
+// getReq2 returns a reset 2.0 request: gogo's Unmarshal appends to the
+// slices of a message, so resetting to zero length keeps their capacity.
 func (h *RemoteWrite) getReq2() *writev2.Request {
 	if r, ok := h.reqs2.Get().(*writev2.Request); ok {
 		ts := r.Timeseries[:0]
