@@ -130,7 +130,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		nil,
 		false, nil,
 		true, false, false,
-		engineLookback(engine),
+		engine.LookbackDelta(),
 		false, false,
 		nil,
 		nil,
@@ -174,8 +174,6 @@ func (s *Server) Handler() http.Handler {
 	}
 	return gz(s.router)
 }
-
-func engineLookback(*query.Engine) time.Duration { return 5 * time.Minute }
 
 func (s *Server) runtimeInfo() (v1.RuntimeInfo, error) {
 	cwd, _ := os.Getwd()

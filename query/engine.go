@@ -124,6 +124,9 @@ func New(opts Options, reg *Registry, logger *slog.Logger, promReg prometheus.Re
 // format_query, parse_query and series matchers.
 func (e *Engine) Parser() parser.Parser { return e.parser }
 
+// LookbackDelta is how far back instant selectors look.
+func (e *Engine) LookbackDelta() time.Duration { return e.opts.LookbackDelta }
+
 // Upstream returns the wrapped upstream engine.
 func (e *Engine) Upstream() *promql.Engine { return e.ng }
 
