@@ -214,7 +214,6 @@ func (h *RemoteWrite) validate(ls labels.Labels) error {
 // appendV1 writes a remote write 1.0 request decoded to views.
 func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 	a := h.newAppender(ctx)
-	d := xxhash.New()
 	for i := range req.series {
 		s := &req.series[i]
 		pairs := req.pairs[s.pairs.from:s.pairs.to]
@@ -230,14 +229,7 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 			hit bool
 		)
 		if h.cache != nil {
-			d.Reset()
-			for _, p := range pairs {
-				_, _ = d.Write(p[0])
-				_, _ = d.Write(sep)
-				_, _ = d.Write(p[1])
-				_, _ = d.Write(sep)
-			}
-			key = d.Sum64()
+			key = seriesKeyBytes(pairs)
 			var e cacheEntry
 			if e, hit = h.cache.get(key); hit && equalPairBytes(e.ls, pairs) {
 				ls, ref = e.ls, e.ref
@@ -310,8 +302,14 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 // appendV2 writes a remote write 2.0 request.
 func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result {
 	a := h.newAppender(ctx)
-	d := xxhash.New()
 	syms := req.Symbols
+	var symHash []uint64
+	if h.cache != nil {
+		symHash = make([]uint64, len(syms))
+		for i, s := range syms {
+			symHash[i] = xxhash.Sum64String(s)
+		}
+	}
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		n := len(ts.Samples) + len(ts.Histograms)
@@ -336,12 +334,7 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 			continue
 		}
 		if h.cache != nil {
-			d.Reset()
-			ph := pairHasher{d}
-			for j := 0; j < len(refs); j += 2 {
-				ph.add(syms[refs[j]], syms[refs[j+1]])
-			}
-			key = d.Sum64()
+			key = seriesKeyRefs(refs, symHash)
 			var e cacheEntry
 			if e, hit = h.cache.get(key); hit && equalPairsV2(e.ls, refs, syms) {
 				ls, ref = e.ls, e.ref

@@ -78,15 +78,32 @@ func (s *cacheShard) putLocked(h uint64, e cacheEntry) {
 	s.cur[h] = e
 }
 
-// pairHasher hashes label name/value pairs as they arrive, without building
-// labels.Labels.
-type pairHasher struct{ d *xxhash.Digest }
+// mix folds the hash of one label name or value into a series key. Keys
+// only pick a cache slot — a hit is confirmed by comparing the labels — so
+// the fold needs to spread bits well, not resist attacks.
+func mix(h, x uint64) uint64 {
+	h ^= x
+	h *= 0x9e3779b97f4a7c15
+	return h ^ (h >> 29)
+}
 
-var sep = []byte{0xff}
+// seriesKeyBytes returns the cache key of raw label pairs.
+func seriesKeyBytes(pairs [][2][]byte) uint64 {
+	h := uint64(len(pairs))
+	for _, p := range pairs {
+		h = mix(h, xxhash.Sum64(p[0]))
+		h = mix(h, xxhash.Sum64(p[1]))
+	}
+	return h
+}
 
-func (p pairHasher) add(name, value string) {
-	_, _ = p.d.WriteString(name)
-	_, _ = p.d.Write(sep)
-	_, _ = p.d.WriteString(value)
-	_, _ = p.d.Write(sep)
+// seriesKeyRefs returns the cache key of symbolized label pairs, from the
+// per-request hashes of the symbols (each symbol is hashed once per request,
+// however many series use it). It equals seriesKeyBytes of the same pairs.
+func seriesKeyRefs(refs []uint32, symHash []uint64) uint64 {
+	h := uint64(len(refs) / 2)
+	for _, r := range refs {
+		h = mix(h, symHash[r])
+	}
+	return h
 }
