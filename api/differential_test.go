@@ -117,18 +117,24 @@ func genQueries(r *rand.Rand, n int) []string {
 	fn := []string{"abs", "ceil", "floor", "sqrt", "ln", "exp", "sgn", "timestamp"}
 	rfn := []string{"rate", "irate", "increase", "delta", "deriv", "avg_over_time", "max_over_time", "min_over_time", "stddev_over_time", "count_over_time", "last_over_time", "changes", "resets", "present_over_time"}
 	pick := func(xs []string) string { return xs[r.IntN(len(xs))] }
-	counterSel := func() string { return pick([]string{`http_requests_total`, `http_requests_total{code="200"}`, `vllm:e2e_request_latency_seconds_count`}) }
+	counterSel := func() string {
+		return pick([]string{`http_requests_total`, `http_requests_total{code="200"}`, `vllm:e2e_request_latency_seconds_count`})
+	}
 	tmpl := []func() string{
 		func() string { return pick(sel) },
 		func() string { return fmt.Sprintf("%s(%s[%s])", pick(rfn), counterSel(), pick(rng)) },
-		func() string { return fmt.Sprintf("%s%s (%s(%s[%s]))", pick(agg), pick(by), pick(rfn), counterSel(), pick(rng)) },
+		func() string {
+			return fmt.Sprintf("%s%s (%s(%s[%s]))", pick(agg), pick(by), pick(rfn), counterSel(), pick(rng))
+		},
 		func() string {
 			return fmt.Sprintf("histogram_quantile(%g, sum by (le%s) (rate(vllm:e2e_request_latency_seconds_bucket[%s])))", []float64{0.5, 0.9, 0.99}[r.IntN(3)], pick([]string{"", ", model_name"}), pick(rng))
 		},
 		func() string {
 			return fmt.Sprintf("histogram_quantile(%g, sum%s (rate(ttft_seconds[%s])))", []float64{0.5, 0.9, 0.99}[r.IntN(3)], pick([]string{"", " by (model_name)"}), pick(rng))
 		},
-		func() string { return fmt.Sprintf("histogram_%s(ttft_seconds)", pick([]string{"count", "sum", "avg", "stddev"})) },
+		func() string {
+			return fmt.Sprintf("histogram_%s(ttft_seconds)", pick([]string{"count", "sum", "avg", "stddev"}))
+		},
 		func() string { return fmt.Sprintf("%s(%s)", pick(fn), pick(sel)) },
 		func() string {
 			return fmt.Sprintf("topk(%d, %s)", 1+r.IntN(3), pick([]string{"vllm:num_requests_running", "rate(http_requests_total[5m])"}))
@@ -148,12 +154,18 @@ func genQueries(r *rand.Rand, n int) []string {
 			return `label_replace(vllm:num_requests_running, "host", "$1", "instance", "(.*):.*")`
 		},
 		func() string { return fmt.Sprintf("predict_linear(vllm:kv_cache_usage_perc[%s], 600)", pick(rng)) },
-		func() string { return fmt.Sprintf("vllm:num_requests_running @ %d", diffStart.Unix()+int64(r.IntN(3600))) },
-		func() string { return fmt.Sprintf("count_values(\"v\", floor(vllm:kv_cache_usage_perc * %d))", 1+r.IntN(5)) },
+		func() string {
+			return fmt.Sprintf("vllm:num_requests_running @ %d", diffStart.Unix()+int64(r.IntN(3600)))
+		},
+		func() string {
+			return fmt.Sprintf("count_values(\"v\", floor(vllm:kv_cache_usage_perc * %d))", 1+r.IntN(5))
+		},
 		func() string { return fmt.Sprintf("absent(%s)", pick(sel)) },
 		func() string { return fmt.Sprintf("scalar(sum(vllm:num_requests_running)) * %g", r.Float64()) },
 		func() string { return fmt.Sprintf("time() - %d", r.IntN(100)) },
-		func() string { return pick([]string{"sum(", "rate(x[5m]", "foo{", "1 +", "histogram_quantile(0.9)", "rate(vllm:num_requests_running)", `{__name__=""}`}) },
+		func() string {
+			return pick([]string{"sum(", "rate(x[5m]", "foo{", "1 +", "histogram_quantile(0.9)", "rate(vllm:num_requests_running)", `{__name__=""}`})
+		},
 	}
 	out := make([]string, n)
 	for i := range out {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/snappy"
+	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	config_util "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
-	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"

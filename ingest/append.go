@@ -187,7 +187,7 @@ func (h *RemoteWrite) validate(ls labels.Labels) error {
 	if ls.IsEmpty() {
 		return errors.New("series has no labels")
 	}
-	if !ls.Has(labels.MetricName) {
+	if !ls.Has(model.MetricNameLabel) {
 		return errors.New("series has no metric name (__name__)")
 	}
 	if !ls.IsValid(model.UTF8Validation) {
@@ -366,7 +366,7 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 			m, err := ts.ToMetadata(syms)
 			if err != nil {
 				a.res.bad.add("series %s: %v", ls.String(), err)
-			} else if err := h.md.Set(familyName(ls.Get(labels.MetricName), m.Type), m); err != nil {
+			} else if err := h.md.Set(familyName(ls.Get(model.MetricNameLabel), m.Type), m); err != nil {
 				a.res.fatal = fmt.Errorf("store metadata: %w", err)
 				return a.finish()
 			}

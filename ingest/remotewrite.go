@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -256,5 +255,3 @@ func (h *RemoteWrite) getReq2() *writev2.Request {
 	}
 	return &writev2.Request{}
 }
-
-var errNoExemplarAppender = errors.New("store does not accept exemplars")

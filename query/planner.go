@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
@@ -225,7 +226,6 @@ type plannedQuery struct {
 	qs         string
 
 	inner promql.Query
-	ctx   context.Context
 	stop  context.CancelFunc
 }
 
@@ -259,7 +259,7 @@ func (p *plannedQuery) Exec(ctx context.Context) *promql.Result {
 			now := map[string]bool{}
 			for _, s := range vec {
 				b := labels.NewBuilder(s.Metric)
-				b.Set(labels.MetricName, name)
+				b.Set(model.MetricNameLabel, name)
 				ls := b.Labels()
 				ov.add(ls, t.UnixMilli(), s.F)
 				k := ls.String()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -30,7 +31,7 @@ func testRegistry(t *testing.T) *Registry {
 			if len(s.Floats) == 0 {
 				continue
 			}
-			out = append(out, promql.Sample{Metric: s.Metric.DropMetricName(), T: c.T.UnixMilli(), F: float64(len(s.Floats))})
+			out = append(out, promql.Sample{Metric: s.Metric.DropReserved(func(n string) bool { return n == model.MetricNameLabel }), T: c.T.UnixMilli(), F: float64(len(s.Floats))})
 		}
 		return out, nil, nil
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -170,18 +172,24 @@ func Load(ctx context.Context, src RecordSource, w Window, visit func(*records.R
 // Field returns the per-request values CI functions take: "e2e" (S),
 // "ttft", or a stage name.
 func (p Population) Field(name string) ([]float64, error) {
+	if err := CheckField(name); err != nil {
+		return nil, err
+	}
 	switch name {
 	case "e2e":
 		return p.Requests.Total(), nil
 	case "ttft":
 		return p.TTFT, nil
 	}
-	for j, s := range StageNames {
-		if s == name {
-			return p.Requests.Stage(j), nil
-		}
+	return p.Requests.Stage(slices.Index(StageNames, name)), nil
+}
+
+// CheckField validates a field name for Field.
+func CheckField(name string) error {
+	if name == "e2e" || name == "ttft" || slices.Contains(StageNames, name) {
+		return nil
 	}
-	return nil, fmt.Errorf("field %q: want e2e, ttft or a stage (%v)", name, StageNames)
+	return fmt.Errorf("field %q: want e2e, ttft or a stage (%s)", name, strings.Join(StageNames, ", "))
 }
 
 // TTFTRequests decomposes time to first token instead of end-to-end time:

@@ -224,7 +224,7 @@ func fieldArg(c *query.Call, i int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := (Population{}).Field(f); err != nil {
+	if err := CheckField(f); err != nil {
 		return "", argError(c, i, "field", err)
 	}
 	return f, nil

@@ -104,6 +104,9 @@ func runScript(t *testing.T, src string) {
 		}
 		switch {
 		case trim == "load requests":
+			if len(evals) > 0 {
+				t.Fatalf("line %d: loads must come before the first eval", i+1)
+			}
 			var recs []records.Record
 			for k, b := range body {
 				rs, err := parseRecordLine(b)
@@ -119,7 +122,7 @@ func runScript(t *testing.T, src string) {
 			if len(evals) > 0 {
 				t.Fatalf("line %d: series loads must come before the first eval", i+1)
 			}
-			series.WriteString(trim + "\n")
+			series.WriteString("\n" + trim + "\n")
 			for _, b := range body {
 				series.WriteString("\t" + b + "\n")
 			}
@@ -198,8 +201,8 @@ func parseRecordLine(s string) ([]records.Record, error) {
 			r.Time, haveT = d.Milliseconds(), true
 			continue
 		case "n":
-			if copies, err = strconv.Atoi(v); err != nil || copies < 1 {
-				return nil, fmt.Errorf("record copies %q: want a positive integer", v)
+			if copies, err = strconv.Atoi(v); err != nil || copies < 1 || copies > 100_000 {
+				return nil, fmt.Errorf("record copies %q: want an integer in [1, 100000]", v)
 			}
 			continue
 		}
@@ -370,4 +373,16 @@ func runEval(t *testing.T, ng *query.Engine, st storage.Queryable, ev *evalCmd) 
 			}
 		}
 	}
+}
+
+// loadSeries loads promqltest series text into a test storage.
+func loadSeries(t *testing.T, text string) storage.Queryable {
+	t.Helper()
+	return promqltest.LoadedStorage(t, text)
+}
+
+// loadSeriesTB is an empty series storage for benchmarks.
+func loadSeriesTB(tb testing.TB) storage.Queryable {
+	tb.Helper()
+	return promqltest.LoadedStorage(tb, "")
 }
