@@ -164,7 +164,7 @@ func genQueries(r *rand.Rand, n int) []string {
 		func() string { return fmt.Sprintf("scalar(sum(vllm:num_requests_running)) * %g", r.Float64()) },
 		func() string { return fmt.Sprintf("time() - %d", r.IntN(100)) },
 		func() string {
-			return pick([]string{"sum(", "rate(x[5m]", "foo{", "1 +", "histogram_quantile(0.9)", "rate(vllm:num_requests_running)", `{__name__=""}`})
+			return pick([]string{"sum(", "rate(x[5m]", "foo{", "1 +", "histogram_quantile(0.9)", "rate(vllm:num_requests_running[5m]", `{__name__=""}`})
 		},
 	}
 	out := make([]string, n)
