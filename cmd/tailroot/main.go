@@ -23,6 +23,7 @@ func usage() {
 
 commands:
   serve      run the server (Prometheus-compatible API, remote write ingest)
+  attribute  print the P99 stage breakdown of a window from a running server
   version    print the version
 
 Run 'tailroot <command> -h' for the flags of a command.
@@ -38,6 +39,8 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "attribute":
+		err = attribute(os.Args[2:])
 	case "version", "--version", "-version":
 		fmt.Printf("tailroot, version %s (revision: %s, branch: %s)\n  build user: %s\n  build date: %s\n", version, revision, branch, buildUser, buildDate)
 	case "help", "-h", "--help":

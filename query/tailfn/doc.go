@@ -1,0 +1,32 @@
+// Package tailfn puts tailroot's attribution statistics behind PromQL: it
+// registers planned functions (see query.PlannedFunc) that decompose a tail
+// latency into stages, build heat tables, and give quantile intervals, over
+// request records or over series.
+//
+// In: a query.Registry to register into and a RecordSource (the
+// request-record store). Record functions take their records as a range
+// selector of the pseudo-metric RecordsMetric, "requests":
+//
+//	tail_mean(0.99, requests{model_name="llama"}[5m])
+//
+// The selector is never evaluated as series: its matchers select records
+// whose Time lies in (t − 5m, t], shifted by offset or pinned by @ like any
+// range selector. Series functions (tail_mean_from_accumulators and the
+// histogram_* fallbacks) take ordinary PromQL expressions.
+//
+// Out: instant vectors, one sample per row, so results compose with topk,
+// sum by (stage) and arithmetic. Every row carries the labels stage (a
+// canonical stage, or "e2e" for whole-request rows), method (the
+// attribution.Method or CI method that computed it), kind (exact, estimate
+// or bound: nothing estimated is labelled exact) and statistic (what the
+// number is: contribution, share, lower, upper, …). By default a
+// decomposition returns only its per-stage contributions, so
+// sum(tail_mean(…)) is the decomposed target; a trailing statistic argument
+// selects other rows or "all".
+//
+// Invariants: tail_mean, tail_excess and tail_shapley contributions add up
+// to their target to rounding (the statistics guarantee it; Load keeps
+// the records' stage sums intact); bootstrap intervals use BootstrapSeed,
+// so an interval is reproducible and equals attribution.QuantileCI's on the
+// same data. docs/functions.md documents every function with its formula.
+package tailfn

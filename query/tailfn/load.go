@@ -1,0 +1,226 @@
+package tailfn
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/tsdb/records"
+)
+
+// RecordSource is where the record functions read request records from;
+// *records.Store implements it. Select returns the records with
+// mint ≤ Time ≤ maxt (Unix ms) whose labels match every matcher.
+type RecordSource interface {
+	Select(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) records.RecordIterator
+}
+
+// RecordsMetric is the pseudo-metric name that selects request records in
+// a function argument: requests{model_name="x"}[5m]. A selector with no
+// name ({model_name="x"}[5m]) selects records too; any other name is an
+// error, so a series selector passed by mistake is not silently read as
+// records.
+const RecordsMetric = "requests"
+
+// StageNames are the canonical stages in record order, the stage label
+// values of every record-based result.
+var StageNames = func() []string {
+	s := make([]string, records.NumStages)
+	for i := range s {
+		s[i] = records.Stage(i).String()
+	}
+	return s
+}()
+
+// Window is a record selection: the matchers of a selector and the
+// closed interval [Mint, Maxt] of record times (Unix ms) it covers.
+type Window struct {
+	Matchers   []*labels.Matcher
+	Mint, Maxt int64
+}
+
+// Duration is the window's length.
+func (w Window) Duration() time.Duration {
+	return time.Duration(w.Maxt-w.Mint+1) * time.Millisecond
+}
+
+// WindowAt returns the records window of a range selector evaluated at
+// end: (end − rng, end], as Prometheus range selectors are left-open.
+func WindowAt(ms []*labels.Matcher, end time.Time, rng time.Duration) Window {
+	e := end.UnixMilli()
+	return Window{Matchers: ms, Mint: e - rng.Milliseconds() + 1, Maxt: e}
+}
+
+// RecordMatchers validates the matchers of a records selector and drops the
+// __name__ matcher, which records do not carry.
+func RecordMatchers(ms []*labels.Matcher) ([]*labels.Matcher, error) {
+	out := make([]*labels.Matcher, 0, len(ms))
+	for _, m := range ms {
+		if m.Name != labels.MetricName {
+			out = append(out, m)
+			continue
+		}
+		if m.Type != labels.MatchEqual || m.Value != RecordsMetric {
+			return nil, fmt.Errorf("records are selected as %s{…}[window], not by the name matcher %s", RecordsMetric, m)
+		}
+	}
+	return out, nil
+}
+
+// selectorWindow reads argument expr as a records range selector evaluated
+// at t, honouring offset and @ <timestamp>: the window is
+// (e − range, e] with e = (@ or t) − offset.
+func selectorWindow(expr parser.Expr, t time.Time) (Window, error) {
+	ms, ok := unwrap(expr).(*parser.MatrixSelector)
+	if !ok {
+		return Window{}, fmt.Errorf("want a range selector such as %s{model_name=\"x\"}[5m], got %s", RecordsMetric, expr)
+	}
+	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
+	if !ok {
+		return Window{}, fmt.Errorf("want a range selector, got %s", expr)
+	}
+	if ms.RangeExpr != nil && ms.Range == 0 || vs.OriginalOffsetExpr != nil && vs.OriginalOffset == 0 {
+		return Window{}, fmt.Errorf("%s: duration expressions are not supported on a records selector; write the duration out", expr)
+	}
+	if vs.StartOrEnd != 0 {
+		return Window{}, fmt.Errorf("%s: @ start() and @ end() are not supported on a records selector; use @ <timestamp>", expr)
+	}
+	if ms.Range <= 0 {
+		return Window{}, fmt.Errorf("%s: range %s must be positive", expr, ms.Range)
+	}
+	matchers, err := RecordMatchers(vs.LabelMatchers)
+	if err != nil {
+		return Window{}, err
+	}
+	end := t
+	if vs.Timestamp != nil {
+		end = time.UnixMilli(*vs.Timestamp)
+	}
+	return WindowAt(matchers, end.Add(-vs.OriginalOffset), ms.Range), nil
+}
+
+func unwrap(e parser.Expr) parser.Expr {
+	for {
+		switch p := e.(type) {
+		case *parser.ParenExpr:
+			e = p.Expr
+		case *parser.StepInvariantExpr:
+			e = p.Expr
+		default:
+			return e
+		}
+	}
+}
+
+// Population is the request records of one window, columnar.
+type Population struct {
+	// Requests holds the canonical stages (StageNames) per request; its
+	// Total is the end-to-end time, equal to the record's E2E bit for bit
+	// unless the record was clamped.
+	Requests attribution.Requests
+	// TTFT per request, seconds (0 where the source did not report it).
+	TTFT []float64
+	// Clamped counts records whose residual stage "other" was negative
+	// (measured stages overlapping) and was set to 0 so that every stage is
+	// a non-negative duration; their S exceeds their E2E by the overlap,
+	// at most ClampedMax seconds.
+	Clamped    int
+	ClampedMax float64
+}
+
+// Load reads the records of w into columns. visit, when non-nil, sees every
+// record before it is copied (the report reads labels through it); it must
+// not keep the pointer.
+func Load(ctx context.Context, src RecordSource, w Window, visit func(*records.Record)) (Population, error) {
+	it := src.Select(ctx, w.Mint, w.Maxt, w.Matchers...)
+	defer it.Close()
+	var cols [records.NumStages][]float64
+	var pop Population
+	for it.Next() {
+		r := it.At()
+		if visit != nil {
+			visit(&r)
+		}
+		if o := r.Stages[records.StageOther]; o < 0 {
+			pop.Clamped++
+			pop.ClampedMax = math.Max(pop.ClampedMax, -o)
+			r.Stages[records.StageOther] = 0
+		}
+		for j, v := range r.Stages {
+			cols[j] = append(cols[j], v)
+		}
+		pop.TTFT = append(pop.TTFT, r.TTFT)
+	}
+	if err := it.Err(); err != nil {
+		return Population{}, fmt.Errorf("select records: %w", err)
+	}
+	reqs, err := attribution.NewRequests(StageNames, cols[:])
+	if err != nil {
+		return Population{}, fmt.Errorf("load records: %w", err)
+	}
+	pop.Requests = reqs
+	return pop, nil
+}
+
+// Field returns the per-request values CI functions take: "e2e" (S),
+// "ttft", or a stage name.
+func (p Population) Field(name string) ([]float64, error) {
+	if err := CheckField(name); err != nil {
+		return nil, err
+	}
+	switch name {
+	case "e2e":
+		return p.Requests.Total(), nil
+	case "ttft":
+		return p.TTFT, nil
+	}
+	return p.Requests.Stage(slices.Index(StageNames, name)), nil
+}
+
+// CheckField validates a field name for Field.
+func CheckField(name string) error {
+	if name == "e2e" || name == "ttft" || slices.Contains(StageNames, name) {
+		return nil
+	}
+	return fmt.Errorf("field %q: want e2e, ttft or a stage (%s)", name, strings.Join(StageNames, ", "))
+}
+
+// TTFTRequests decomposes time to first token instead of end-to-end time:
+// stages queue, tokenize, prefill and a residual "other" = TTFT − their sum.
+// Records without a TTFT (0) or whose stages exceed it are skipped and
+// counted in skipped.
+func (p Population) TTFTRequests() (reqs attribution.Requests, skipped int, err error) {
+	part := []records.Stage{records.StageQueue, records.StageTokenize, records.StagePrefill}
+	names := make([]string, len(part))
+	cols := make([][]float64, len(part))
+	var total []float64
+	for r, t := range p.TTFT {
+		s := 0.0
+		for _, st := range part {
+			s += p.Requests.Stage(int(st))[r]
+		}
+		if !(t > 0) || s > t*(1+1e-9) {
+			skipped++
+			continue
+		}
+		for j, st := range part {
+			cols[j] = append(cols[j], p.Requests.Stage(int(st))[r])
+		}
+		total = append(total, t)
+	}
+	for j, st := range part {
+		names[j] = st.String()
+		if cols[j] == nil {
+			cols[j] = []float64{}
+		}
+	}
+	reqs, err = attribution.NewRequestsResidual(names, cols, total, records.StageOther.String())
+	return reqs, skipped, err
+}
