@@ -221,10 +221,15 @@ scrape:
 	})
 	// Stop producing samples, let the last ones flush and ship, then stop.
 	n := target.freeze()
-	time.Sleep(600 * time.Millisecond)
-	waitFor(t, 10*time.Second, func() bool {
-		v, ok := metric(metricsAddr, "tailroot_agent_queue_pending_requests")
-		return ok && v == 0
+	// Everything scraped after the restart must arrive: wait for the last
+	// value on the server rather than for a fixed time.
+	waitFor(t, 20*time.Second, func() bool {
+		for _, v := range rawValues(t, app, `test_scrapes_total{node="kill-test"}`) {
+			if int(v) == n {
+				return true
+			}
+		}
+		return false
 	})
 	a2.stop(t)
 
@@ -306,10 +311,15 @@ scrape:
 	a2 := startAgent(t, cfgPath)
 	waitFor(t, 20*time.Second, func() bool { return target.count() >= killedAt+6 })
 	n := target.freeze()
-	time.Sleep(600 * time.Millisecond)
-	waitFor(t, 10*time.Second, func() bool {
-		v, ok := metric(metricsAddr, "tailroot_agent_queue_pending_requests")
-		return ok && v == 0
+	// Everything scraped after the restart must arrive: wait for the last
+	// value on the server rather than for a fixed time.
+	waitFor(t, 20*time.Second, func() bool {
+		for _, v := range rawValues(t, app, `test_scrapes_total{node="kill-test"}`) {
+			if int(v) == n {
+				return true
+			}
+		}
+		return false
 	})
 	a2.stop(t)
 

@@ -305,10 +305,12 @@ func TestCUDAUprobes(t *testing.T) {
 	if len(items) != 1 || len(items[0].Calls) != 3 || items[0].Seen != uint64(total) {
 		t.Fatalf("timeline %+v", items)
 	}
-	// The slowest call the probe saw matches the caller's own slowest
-	// timing to within 1 ms.
-	if d := math.Abs(items[0].Latency - slowest); d > 1e-3 {
-		t.Errorf("timeline latency %.6f s, caller's slowest %.6f s", items[0].Latency, slowest)
+	// The slowest call the probe saw lasted at least the longest sleep the
+	// fake library makes (a 5 ms synchronisation) and no longer than the
+	// caller's own slowest timing, which also counts the probe's overhead
+	// and scheduling (both grow on a loaded machine, so no tighter bound).
+	if items[0].Latency < 0.005 || items[0].Latency > slowest+1e-3 {
+		t.Errorf("timeline latency %.6f s, want between 0.005 s and the caller's slowest %.6f s + 1 ms", items[0].Latency, slowest)
 	}
 }
 
