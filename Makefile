@@ -45,10 +45,15 @@ test-deps: ## install the Debian packages the tests need (root)
 	fi
 
 .PHONY: test
-test: test-deps ## install test dependencies, run every test, smoke-run the benchmarks
+test: test-deps ## install test dependencies, run every test, smoke-run the benchmarks, test the plugin frontend
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 -run '^$$' -bench . -benchtime=1x ./... > /dev/null
+	$(MAKE) -C grafana-plugin plugin-test
+
+.PHONY: plugin
+plugin: ## Grafana plugin: grafana-plugin/dist and tailroot-datasource-$(VERSION).zip
+	$(MAKE) -C grafana-plugin plugin
 
 .PHONY: lint
 lint: ## vet, staticcheck and gofumpt

@@ -243,3 +243,5 @@ tool (
 	honnef.co/go/tools/cmd/staticcheck
 	mvdan.cc/gofumpt
 )
+
+ignore ./grafana-plugin/node_modules
