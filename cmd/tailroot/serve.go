@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/units"
+	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -23,6 +24,8 @@ import (
 	"github.com/tailroot/tailroot/api"
 	"github.com/tailroot/tailroot/ingest"
 	"github.com/tailroot/tailroot/query"
+	"github.com/tailroot/tailroot/query/tailfn"
+	simrequests "github.com/tailroot/tailroot/sim/requests"
 	"github.com/tailroot/tailroot/tsdb"
 )
 
@@ -52,11 +55,19 @@ type serveConfig struct {
 	db                                   tsdb.Options
 	ingest                               ingest.Options
 	query                                query.Options
+	records                              ingest.RecordsOptions
+	otlp                                 ingest.OTLPOptions
+	seriesLabels, promoteAttrs           string
 	shutdownTimeout                      time.Duration
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
-	c := &serveConfig{db: tsdb.DefaultOptions(), ingest: ingest.DefaultOptions(), query: query.DefaultOptions()}
+	c := &serveConfig{
+		db: tsdb.DefaultOptions(), ingest: ingest.DefaultOptions(), query: query.DefaultOptions(),
+		records: ingest.DefaultRecordsOptions(),
+	}
+	c.records.Store.Retention = 15 * 24 * time.Hour
+	c.records.DeriveInterval = 5 * time.Second
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:9490", "address to serve HTTP on")
 	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory for the TSDB and tailroot's state")
@@ -71,6 +82,15 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.Var(bytesFlag{&c.ingest.MaxBodyBytes}, "ingest.max-body-size", "largest compressed write body accepted (413 above)")
 	fs.IntVar(&c.ingest.MaxSeriesPerRequest, "ingest.max-series-per-request", c.ingest.MaxSeriesPerRequest, "largest number of series in one write (413 above); 0 means no limit")
 	fs.IntVar(&c.ingest.MaxLabelsPerSeries, "ingest.max-labels-per-series", c.ingest.MaxLabelsPerSeries, "series with more labels are rejected; 0 means no limit")
+	fs.StringVar(&c.records.Store.Dir, "records.dir", "", "directory of the request-record store; empty means <data-dir>/records")
+	fs.DurationVar(&c.records.Store.Retention, "records.retention", c.records.Store.Retention, "how long request records are kept; 0 keeps them forever (derived series follow --storage.tsdb.retention.time)")
+	fs.DurationVar(&c.records.DeriveInterval, "records.derive-interval", c.records.DeriveInterval, "how often series derived from request records are appended; 0 appends them before each push is acknowledged")
+	fs.StringVar(&c.seriesLabels, "records.series-labels", strings.Join(ingest.DefaultSeriesLabels, ","), "request labels copied onto derived series (comma-separated); other request labels stay on the records only")
+	fs.IntVar(&c.records.MaxSeriesLabelSets, "records.max-series-label-sets", 10000, "distinct label sets of derived series; further ones are counted under tailroot_overflow=\"true\"")
+	fs.Var(bytesFlag{&c.records.MaxBodyBytes}, "records.max-body-size", "largest request-record or OTLP traces body accepted (413 above); 0 means 32MiB")
+	fs.IntVar(&c.records.MaxRecordsPerRequest, "records.max-per-request", 100000, "most requests (NDJSON lines or spans) in one push (413 above)")
+	fs.StringVar(&c.promoteAttrs, "otlp.promote-resource-attributes", "", "OTLP resource attributes promoted to labels of every series (comma-separated)")
+	fs.BoolVar(&c.otlp.ClassicHistograms, "otlp.classic-histograms", false, "store OTLP explicit-bucket histograms as classic _bucket series instead of native histograms with custom buckets")
 	fs.DurationVar(&c.query.Timeout, "query.timeout", c.query.Timeout, "maximum time a query may take")
 	fs.IntVar(&c.query.MaxSamples, "query.max-samples", c.query.MaxSamples, "maximum samples a query may load into memory")
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
@@ -82,7 +102,22 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	c.records.SeriesLabels = splitList(c.seriesLabels)
+	c.otlp.PromoteResourceAttributes = splitList(c.promoteAttrs)
+	c.otlp.MaxBodyBytes = c.ingest.MaxBodyBytes
 	return c, fs, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items; an
+// empty value gives an empty, non-nil list.
+func splitList(s string) []string {
+	out := []string{}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func newLogger(level string) (*slog.Logger, error) {
@@ -125,18 +160,52 @@ func serve(args []string) error {
 		}
 	}()
 
+	// The request-record pipeline opens before the query engine: the
+	// engine's attribution functions read its store.
+	if c.records.Store.Dir == "" {
+		c.records.Store.Dir = filepath.Join(c.dataDir, "records")
+	}
+	recs, err := ingest.NewRecords(db, db.Metadata, c.records, logger.With("component", "records"), reg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := recs.Close(); err != nil {
+			logger.Error("close request records", "err", err)
+		}
+	}()
+
 	c.query.ActiveQueryDir = filepath.Join(c.dataDir, "queries")
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
-	engine, err := query.New(c.query, nil, logger.With("component", "query"), reg)
+	funcs := query.NewRegistry()
+	if err := tailfn.Register(funcs, recs.Store()); err != nil {
+		return err
+	}
+	engine, err := query.New(c.query, funcs, logger.With("component", "query"), reg)
 	if err != nil {
 		return err
 	}
 	defer engine.Close()
 
+	traces := ingest.NewTraces(recs, logger.With("component", "otlp"), reg)
+	otlpMetrics := ingest.NewOTLPMetrics(db, db.Metadata, c.otlp, logger.With("component", "otlp"), reg)
+
 	rw := ingest.NewRemoteWrite(db, db.Metadata, c.ingest, logger.With("component", "ingest"), reg)
-	srv := api.New(db, engine, api.Handlers{RemoteWrite: rw}, api.Options{
+	attribution := api.NewAttribution(engine, db, recs.Store(), api.AttributionOptions{
+		Build:  api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
+		Logger: logger.With("component", "attribution"),
+	})
+	extra := func(r *mux.Router) {
+		recs.Register(r)
+		attribution.Register(r)
+		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
+		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
+		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
+		r.Handle("/v1/metrics", otlpMetrics).Methods(http.MethodPost)
+	}
+	srv := api.New(db, engine, api.Handlers{RemoteWrite: rw, Extra: extra}, api.Options{
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
 		Flags:         flagsMap,
@@ -175,6 +244,16 @@ func serve(args []string) error {
 		go func() {
 			if err := runSimulator(ctx, "http://"+ln.Addr().String(), logger.With("component", "sim")); err != nil && !errors.Is(err, context.Canceled) {
 				logger.Error("simulator stopped", "err", err)
+			}
+		}()
+		go func() {
+			err := simrequests.Run(ctx, simrequests.RunOptions{
+				URL:      "http://" + ln.Addr().String(),
+				Backfill: time.Hour,
+				Logger:   logger.With("component", "sim-requests"),
+			})
+			if err != nil && !errors.Is(err, context.Canceled) {
+				logger.Error("request simulator stopped", "err", err)
 			}
 		}()
 	}

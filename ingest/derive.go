@@ -1,0 +1,596 @@
+package ingest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/tsdb/records"
+)
+
+// Names of the series derived from request records (docs/stages.md).
+const (
+	// SeriesE2E is a native histogram of end-to-end seconds.
+	SeriesE2E = "tailroot_request_e2e_seconds"
+	// SeriesStage is a native histogram of stage seconds, label stage.
+	SeriesStage = "tailroot_request_stage_seconds"
+	// SeriesTailStageSum is a counter: the stage seconds of requests whose
+	// end-to-end time fell in bucket e2e_bucket, labels stage and e2e_bucket.
+	SeriesTailStageSum = "tailroot_tail_stage_seconds_sum"
+	// SeriesTailRequests is a counter: the requests whose end-to-end time
+	// fell in bucket e2e_bucket.
+	SeriesTailRequests = "tailroot_tail_requests_total"
+	// SeriesTokenLatency is a native histogram of token latencies by
+	// token position, labels kind ("ttft" or "itl") and position_bucket.
+	SeriesTokenLatency = "tailroot_token_latency_seconds"
+	// SeriesPromptEntropy is a native histogram of prompt entropy in bits.
+	SeriesPromptEntropy = "tailroot_prompt_entropy_bits"
+
+	// LabelStage names the canonical stage of a stage series.
+	LabelStage = "stage"
+	// LabelE2EBucket is the inclusive upper bound of the end-to-end bucket
+	// of a tail series, formatted like le ("0.5", "+Inf").
+	LabelE2EBucket = "e2e_bucket"
+	// LabelKind tells TTFT from inter-token latency.
+	LabelKind = "kind"
+	// LabelPositionBucket is the inclusive upper bound of the token
+	// position bucket (1-based output token index): "1", "2", "4", …,
+	// "4096", "+Inf".
+	LabelPositionBucket = "position_bucket"
+	// LabelOverflow marks the series that collect requests whose label set
+	// arrived after RecordsOptions.MaxSeriesLabelSets was reached.
+	LabelOverflow = "tailroot_overflow"
+)
+
+// DefaultSeriesLabels are the request labels that become labels of the
+// derived series unless configured otherwise. Every other request label
+// stays on the record only, so a per-user or per-prompt label cannot
+// multiply the series count.
+var DefaultSeriesLabels = []string{"instance", "job", "model_name"}
+
+// Native histograms of the derived series use schema 3 (8 buckets per
+// doubling, 9% wide), which refines the schema-2 bounds of
+// attribution.DefaultGrid, so a tail bucket is a union of e2e histogram
+// buckets. The zero bucket is client_golang's default.
+const (
+	derivedSchema        = 3
+	derivedZeroThreshold = 2.938735877055719e-39 // 2^-128
+)
+
+var derivedBounds = func() []float64 {
+	b := make([]float64, 1<<derivedSchema)
+	for k := range b {
+		b[k] = math.Exp2(float64(k)/float64(len(b)) - 1)
+	}
+	return b
+}()
+
+// nativeIndex is the schema-3 bucket index of v > 0: bucket i holds
+// (2^((i−1)/8), 2^(i/8)], the computation client_golang uses.
+func nativeIndex(v float64) int32 {
+	frac, exp := math.Frexp(v)
+	return int32(sort.SearchFloat64s(derivedBounds, frac) + (exp-1)*len(derivedBounds))
+}
+
+// nhist is a cumulative integer native histogram of values ≥ 0. Counts is
+// dense from bucket index Offset upward. Exported fields are checkpointed.
+type nhist struct {
+	Offset int32    `json:"o"`
+	Counts []uint64 `json:"c,omitempty"`
+	Zero   uint64   `json:"z"`
+	Count  uint64   `json:"n"`
+	Sum    float64  `json:"s"`
+
+	dirty bool
+	ser   seriesRef
+	ex    exCand
+}
+
+func (h *nhist) observe(v float64) {
+	h.dirty = true
+	h.Count++
+	h.Sum += v
+	if v <= derivedZeroThreshold {
+		h.Zero++
+		return
+	}
+	idx := nativeIndex(v)
+	switch {
+	case len(h.Counts) == 0:
+		h.Offset = idx
+		h.Counts = append(h.Counts, 0)
+	case idx < h.Offset:
+		grow := int(h.Offset - idx)
+		h.Counts = append(make([]uint64, grow, grow+len(h.Counts)), h.Counts...)
+		h.Offset = idx
+	case int(idx-h.Offset) >= len(h.Counts):
+		h.Counts = append(h.Counts, make([]uint64, int(idx-h.Offset)-len(h.Counts)+1)...)
+	}
+	h.Counts[idx-h.Offset]++
+}
+
+// histogram returns the value as Prometheus stores it: delta-encoded
+// buckets, one span per run of non-empty buckets.
+func (h *nhist) histogram() *histogram.Histogram {
+	out := &histogram.Histogram{
+		Schema:        derivedSchema,
+		ZeroThreshold: derivedZeroThreshold,
+		ZeroCount:     h.Zero,
+		Count:         h.Count,
+		Sum:           h.Sum,
+	}
+	var prev int64
+	last := int32(math.MinInt32)
+	for i, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		idx := h.Offset + int32(i)
+		switch {
+		case last == math.MinInt32:
+			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx, Length: 1})
+		case idx == last+1:
+			out.PositiveSpans[len(out.PositiveSpans)-1].Length++
+		default:
+			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx - last - 1, Length: 1})
+		}
+		out.PositiveBuckets = append(out.PositiveBuckets, int64(c)-prev)
+		prev = int64(c)
+		last = idx
+	}
+	return out
+}
+
+// exCand is the exemplar a series carries at its next append: the largest
+// observation since the last one, so a tail can be followed to its trace.
+type exCand struct {
+	set       bool
+	v         float64
+	traceID   records.TraceID
+	requestID string
+}
+
+func (e *exCand) offer(v float64, r *records.Record) {
+	if r.TraceID.IsZero() && r.RequestID == "" {
+		return
+	}
+	if !e.set || v > e.v {
+		*e = exCand{set: true, v: v, traceID: r.TraceID, requestID: r.RequestID}
+	}
+}
+
+// exemplars renders the candidate; Prometheus caps exemplar labels at 128
+// runes, so a long request id is left out.
+func (e *exCand) exemplars(ts int64) []exemplar.Exemplar {
+	if !e.set {
+		return nil
+	}
+	b := labels.NewScratchBuilder(2)
+	n := 0
+	if !e.traceID.IsZero() {
+		b.Add("trace_id", hex.EncodeToString(e.traceID[:]))
+		n += len("trace_id") + 32
+	}
+	if e.requestID != "" && n+len("request_id")+utf8.RuneCountInString(e.requestID) <= exemplar.ExemplarMaxLabelSetLength {
+		b.Add("request_id", e.requestID)
+	}
+	b.Sort()
+	ls := b.Labels()
+	if ls.IsEmpty() {
+		return nil
+	}
+	return []exemplar.Exemplar{{Labels: ls, Value: e.v, Ts: ts, HasTs: true}}
+}
+
+// tailCell is the accumulator of one end-to-end bucket: stage sums and a
+// request count, as in attribution.Accumulators.
+type tailCell struct {
+	Sum   [records.NumStages]float64 `json:"s"`
+	Count float64                    `json:"n"`
+
+	dirty bool
+	ser   [records.NumStages + 1]seriesRef // stage sums, then the count
+	ex    exCand
+}
+
+// Token positions are bucketed by powers of two: bucket k holds the
+// 1-based output token positions (2^(k−1), 2^k], bucket 0 position 1 (the
+// first token, whose latency is the TTFT), the last bucket everything past
+// 2^(numPositionBuckets−2).
+const numPositionBuckets = 14
+
+func positionBucket(p int) int {
+	if p <= 1 {
+		return 0
+	}
+	k := bits.Len64(uint64(p - 1)) // ⌈log₂ p⌉
+	return min(k, numPositionBuckets-1)
+}
+
+func positionBound(k int) string {
+	if k >= numPositionBuckets-1 {
+		return "+Inf"
+	}
+	return strconv.Itoa(1 << k)
+}
+
+const (
+	tokenTTFT = 0
+	tokenITL  = 1
+)
+
+var tokenKinds = [2]string{"ttft", "itl"}
+
+// labelState holds every derived series of one projected label set.
+type labelState struct {
+	Labels  labels.Labels                 `json:"labels"`
+	E2E     nhist                         `json:"e2e"`
+	Stage   [records.NumStages]nhist      `json:"stage"`
+	Tail    map[int]*tailCell             `json:"tail"`
+	Tokens  [2][numPositionBuckets]*nhist `json:"tokens"`
+	Entropy nhist                         `json:"entropy"`
+}
+
+// seriesRef caches a derived series' labels and storage reference.
+type seriesRef struct {
+	ls  labels.Labels
+	ref storage.SeriesRef
+}
+
+// deriver keeps the cumulative state of every derived series. It is not
+// safe for concurrent use: the records pipeline's worker owns it.
+type deriver struct {
+	grid    attribution.Grid
+	bounds  []string // e2e_bucket label values, one per grid bucket
+	allow   []string // sorted request labels kept on series
+	maxSets int
+
+	states   map[string]*labelState
+	order    []*labelState
+	overflow *labelState
+	lastTs   int64
+	key      []byte
+	sb       labels.ScratchBuilder
+}
+
+func newDeriver(grid attribution.Grid, allow []string, maxSets int) *deriver {
+	allow = slices.Clone(allow)
+	slices.Sort(allow)
+	allow = slices.Compact(allow)
+	d := &deriver{grid: grid, allow: allow, maxSets: maxSets, states: map[string]*labelState{}, sb: labels.NewScratchBuilder(8)}
+	for _, u := range grid.Upper() {
+		d.bounds = append(d.bounds, formatBound(u))
+	}
+	d.bounds = append(d.bounds, "+Inf")
+	return d
+}
+
+// formatBound renders a bucket bound the way Prometheus renders le on the
+// wire: the shortest decimal that parses back to the same float64.
+func formatBound(u float64) string {
+	if math.IsInf(u, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(u, 'g', -1, 64)
+}
+
+// stateFor returns the state of r's projected label set, creating it (or
+// falling back to the overflow set) on first sight.
+func (d *deriver) stateFor(ls labels.Labels) *labelState {
+	d.key = d.key[:0]
+	for _, name := range d.allow {
+		if v := ls.Get(name); v != "" {
+			d.key = append(d.key, name...)
+			d.key = append(d.key, 0xff)
+			d.key = append(d.key, v...)
+			d.key = append(d.key, 0xff)
+		}
+	}
+	if st, ok := d.states[string(d.key)]; ok {
+		return st
+	}
+	if len(d.states) >= d.maxSets {
+		if d.overflow == nil {
+			d.overflow = d.addState(string([]byte{0xfe}), labels.FromStrings(LabelOverflow, "true"))
+		}
+		return d.overflow
+	}
+	d.sb.Reset()
+	for _, name := range d.allow {
+		if v := ls.Get(name); v != "" {
+			d.sb.Add(name, v)
+		}
+	}
+	return d.addState(string(d.key), d.sb.Labels())
+}
+
+func (d *deriver) addState(key string, ls labels.Labels) *labelState {
+	st := &labelState{Labels: ls, Tail: map[int]*tailCell{}}
+	d.states[key] = st
+	d.order = append(d.order, st)
+	return st
+}
+
+// add folds one request into the state. Stages must be ≥ 0 (Records.Append
+// checks), so every counter only grows.
+func (d *deriver) add(it *Item) {
+	r := &it.Record
+	st := d.stateFor(r.Labels)
+	st.E2E.observe(r.E2E)
+	st.E2E.ex.offer(r.E2E, r)
+	for j := range st.Stage {
+		st.Stage[j].observe(r.Stages[j])
+		st.Stage[j].ex.offer(r.Stages[j], r)
+	}
+	b := d.grid.Bucket(r.E2E)
+	c := st.Tail[b]
+	if c == nil {
+		c = &tailCell{}
+		st.Tail[b] = c
+	}
+	c.dirty = true
+	c.Count++
+	for j, v := range r.Stages {
+		c.Sum[j] += v
+	}
+	c.ex.offer(r.E2E, r)
+	if it.HasTTFT {
+		st.token(tokenTTFT, 0).observe(r.TTFT)
+	}
+	gaps := it.Gaps
+	if gaps == nil {
+		gaps = r.ITL.Values
+	}
+	for k, g := range gaps {
+		// Gap k separates tokens k+1 and k+2 (1-based): it is token k+2's
+		// latency.
+		st.token(tokenITL, positionBucket(k+2)).observe(g)
+	}
+	if it.HasEntropy {
+		st.Entropy.observe(r.PromptEntropy)
+	}
+}
+
+func (st *labelState) token(kind, pos int) *nhist {
+	h := st.Tokens[kind][pos]
+	if h == nil {
+		h = &nhist{}
+		st.Tokens[kind][pos] = h
+	}
+	return h
+}
+
+// nextTimestamp returns a sample timestamp for a flush at now: strictly
+// after the previous one, so two flushes in one millisecond do not collide.
+func (d *deriver) nextTimestamp(now int64) int64 {
+	d.lastTs = max(now, d.lastTs+1)
+	return d.lastTs
+}
+
+var (
+	mdHistogramSeconds = metadata.Metadata{Type: model.MetricTypeHistogram, Unit: "seconds"}
+	mdCounterSeconds   = metadata.Metadata{Type: model.MetricTypeCounter, Unit: "seconds"}
+	mdCounter          = metadata.Metadata{Type: model.MetricTypeCounter}
+	mdHistogramBits    = metadata.Metadata{Type: model.MetricTypeHistogram, Unit: "bits"}
+)
+
+// derivedMetadata is what /api/v1/metadata reports for the derived families.
+var derivedMetadata = map[string]metadata.Metadata{
+	SeriesE2E:           withHelp(mdHistogramSeconds, "End-to-end latency of inference requests, derived from request records."),
+	SeriesStage:         withHelp(mdHistogramSeconds, "Per-stage latency of inference requests (queue, tokenize, prefill, decode, detokenize, network, other); stages of a request add up to its end-to-end latency."),
+	SeriesTailStageSum:  withHelp(mdCounterSeconds, "Stage seconds summed over requests whose end-to-end latency fell in bucket e2e_bucket (tail accumulator)."),
+	SeriesTailRequests:  withHelp(mdCounter, "Requests whose end-to-end latency fell in bucket e2e_bucket (tail accumulator)."),
+	SeriesTokenLatency:  withHelp(mdHistogramSeconds, "Token latency by output token position: time to first token (kind=ttft) and inter-token latency (kind=itl)."),
+	SeriesPromptEntropy: withHelp(mdHistogramBits, "Shannon entropy of the prompt's token distribution, bits."),
+}
+
+func withHelp(m metadata.Metadata, help string) metadata.Metadata {
+	m.Help = help
+	return m
+}
+
+// flushStats counts what one flush appended.
+type flushStats struct{ samples, histograms, exemplars int }
+
+// flush appends the current value of every dirty series (every series when
+// full) at ts. It does not clear dirty flags: call clean after the
+// appender committed, so a failed commit is retried by the next flush.
+func (d *deriver) flush(app storage.AppenderV2, ts int64, full bool) (flushStats, error) {
+	var fs flushStats
+	appendH := func(h *nhist, family string, extra ...string) error {
+		if !h.dirty && !full || h.Count == 0 {
+			return nil
+		}
+		if h.ser.ls.IsEmpty() {
+			return fmt.Errorf("BUG: series of %s has no labels", family)
+		}
+		opts := storage.AOptions{MetricFamilyName: family, Metadata: derivedMetadata[family], Exemplars: h.ex.exemplars(ts)}
+		ref, err := app.Append(h.ser.ref, h.ser.ls, 0, ts, 0, h.histogram(), nil, opts)
+		if err != nil && !isPartialExemplarErr(err) {
+			return fmt.Errorf("append %s: %w", h.ser.ls, err)
+		}
+		h.ser.ref = ref
+		fs.histograms++
+		fs.exemplars += len(opts.Exemplars)
+		return nil
+	}
+	for _, st := range d.order {
+		d.ensureLabels(st)
+		if err := appendH(&st.E2E, SeriesE2E); err != nil {
+			return fs, err
+		}
+		for j := range st.Stage {
+			if err := appendH(&st.Stage[j], SeriesStage); err != nil {
+				return fs, err
+			}
+		}
+		if err := appendH(&st.Entropy, SeriesPromptEntropy); err != nil {
+			return fs, err
+		}
+		for kind := range st.Tokens {
+			for _, h := range st.Tokens[kind] {
+				if h != nil {
+					if err := appendH(h, SeriesTokenLatency); err != nil {
+						return fs, err
+					}
+				}
+			}
+		}
+		for _, b := range sortedKeys(st.Tail) {
+			c := st.Tail[b]
+			if !c.dirty && !full {
+				continue
+			}
+			for j := range c.ser {
+				family, v, md := SeriesTailStageSum, 0.0, derivedMetadata[SeriesTailStageSum]
+				var exs []exemplar.Exemplar
+				if j < records.NumStages {
+					v = c.Sum[j]
+				} else {
+					family, v, md = SeriesTailRequests, c.Count, derivedMetadata[SeriesTailRequests]
+					exs = c.ex.exemplars(ts)
+				}
+				opts := storage.AOptions{MetricFamilyName: family, Metadata: md, Exemplars: exs}
+				ref, err := app.Append(c.ser[j].ref, c.ser[j].ls, 0, ts, v, nil, nil, opts)
+				if err != nil && !isPartialExemplarErr(err) {
+					return fs, fmt.Errorf("append %s: %w", c.ser[j].ls, err)
+				}
+				c.ser[j].ref = ref
+				fs.samples++
+				fs.exemplars += len(exs)
+			}
+		}
+	}
+	return fs, nil
+}
+
+func isPartialExemplarErr(err error) bool {
+	var pe *storage.AppendPartialError
+	_, herr := pe.Handle(err)
+	return herr == nil
+}
+
+// clean marks everything flushed.
+func (d *deriver) clean() {
+	for _, st := range d.order {
+		st.E2E.dirty, st.E2E.ex = false, exCand{}
+		for j := range st.Stage {
+			st.Stage[j].dirty, st.Stage[j].ex = false, exCand{}
+		}
+		st.Entropy.dirty = false
+		for kind := range st.Tokens {
+			for _, h := range st.Tokens[kind] {
+				if h != nil {
+					h.dirty = false
+				}
+			}
+		}
+		for _, c := range st.Tail {
+			c.dirty, c.ex = false, exCand{}
+		}
+	}
+}
+
+// ensureLabels builds the series labels of st's series the first time they
+// are flushed.
+func (d *deriver) ensureLabels(st *labelState) {
+	build := func(ser *seriesRef, name string, kv ...string) {
+		if !ser.ls.IsEmpty() {
+			return
+		}
+		b := labels.NewBuilder(st.Labels)
+		b.Set(model.MetricNameLabel, name)
+		for i := 0; i+1 < len(kv); i += 2 {
+			b.Set(kv[i], kv[i+1])
+		}
+		ser.ls = b.Labels()
+	}
+	build(&st.E2E.ser, SeriesE2E)
+	for j := range st.Stage {
+		build(&st.Stage[j].ser, SeriesStage, LabelStage, records.Stage(j).String())
+	}
+	build(&st.Entropy.ser, SeriesPromptEntropy)
+	for kind := range st.Tokens {
+		for k, h := range st.Tokens[kind] {
+			if h != nil {
+				build(&h.ser, SeriesTokenLatency, LabelKind, tokenKinds[kind], LabelPositionBucket, positionBound(k))
+			}
+		}
+	}
+	for b, c := range st.Tail {
+		for j := range c.ser {
+			if j < records.NumStages {
+				build(&c.ser[j], SeriesTailStageSum, LabelStage, records.Stage(j).String(), LabelE2EBucket, d.bounds[b])
+			} else {
+				build(&c.ser[j], SeriesTailRequests, LabelE2EBucket, d.bounds[b])
+			}
+		}
+	}
+}
+
+// markAllDirty makes the next flush write every series; used after the
+// state is loaded from a checkpoint.
+func (d *deriver) markAllDirty() {
+	for _, st := range d.order {
+		st.E2E.dirty = st.E2E.Count > 0
+		for j := range st.Stage {
+			st.Stage[j].dirty = st.Stage[j].Count > 0
+		}
+		st.Entropy.dirty = st.Entropy.Count > 0
+		for kind := range st.Tokens {
+			for _, h := range st.Tokens[kind] {
+				if h != nil {
+					h.dirty = true
+				}
+			}
+		}
+		for _, c := range st.Tail {
+			c.dirty = true
+		}
+	}
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// Accumulators returns the tail accumulators of every label set matching
+// keep (nil keeps all), merged, in the form attribution.TailMeanAccumulators
+// takes. Tests and the in-process simulator compare them with records.
+func (d *deriver) accumulators(keep func(labels.Labels) bool) *attribution.Accumulators {
+	names := make([]string, records.NumStages)
+	for j := range names {
+		names[j] = records.Stage(j).String()
+	}
+	acc := attribution.NewAccumulators(d.grid, names)
+	for _, st := range d.order {
+		if keep != nil && !keep(st.Labels) {
+			continue
+		}
+		for b, c := range st.Tail {
+			acc.Count[b] += c.Count
+			for j := range c.Sum {
+				acc.Sum[j][b] += c.Sum[j]
+			}
+		}
+	}
+	return acc
+}

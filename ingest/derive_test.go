@@ -1,0 +1,427 @@
+package ingest
+
+import (
+	"context"
+	"encoding/hex"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/tsdb/records"
+)
+
+// TestDerivedSeriesWorked pushes lineA (worked through in
+// requests_decode_test.go) and reads every derived series back from the
+// TSDB with the values computed by hand there:
+//
+//   - e2e 0.52 lies in schema-3 bucket −7 = (2^(−8/8), 2^(−7/8)] =
+//     (0.5, 0.5453]; the tail grid bucket is (2^(−4/4), 2^(−3/4)] =
+//     (0.5, 0.5946035575013605], so e2e_bucket="0.5946035575013605";
+//   - TTFT 0.41 is token 1 (position_bucket "1"); gap 0.02 is token 2
+//     (bucket "2"); gaps 0.03 and 0.04 are tokens 3 and 4 (bucket "4");
+//   - entropy 1 bit is in schema-3 bucket 0 = (2^(−1/8), 1].
+func TestDerivedSeriesWorked(t *testing.T) {
+	db := openTestDB(t)
+	p := openTestRecords(t, db, testRecordsOptions(t.TempDir()))
+	it, err := DecodeRequestLine([]byte(lineA), RequestLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Append(context.Background(), "test", []Item{it}); err != nil {
+		t.Fatal(err)
+	}
+	sel := []string{"instance", "a:1", "model_name", "llama"}
+
+	e2e := one(t, db, SeriesE2E, sel...).h
+	wantE2E := &histogram.Histogram{
+		Schema: 3, ZeroThreshold: derivedZeroThreshold, Count: 1, Sum: 0.52,
+		PositiveSpans: []histogram.Span{{Offset: -7, Length: 1}}, PositiveBuckets: []int64{1},
+	}
+	if e2e == nil || !e2e.Equals(wantE2E) {
+		t.Errorf("e2e histogram %v, want %v", e2e, wantE2E)
+	}
+	stageWant := map[string]float64{"queue": 0.1, "tokenize": 0.004, "prefill": 0.3, "decode": 0.09, "detokenize": 0, "network": 0.003, "other": 0.023}
+	for st, v := range stageWant {
+		h := one(t, db, SeriesStage, append(sel, LabelStage, st)...).h
+		if h == nil || h.Count != 1 || !approxEq(h.Sum, v, 1e-15) {
+			t.Errorf("stage %s histogram %v, want one observation of %v", st, h, v)
+		}
+		if v == 0 && h.ZeroCount != 1 {
+			t.Errorf("stage %s: zero bucket %d, want 1", st, h.ZeroCount)
+		}
+		sum := one(t, db, SeriesTailStageSum, append(sel, LabelStage, st, LabelE2EBucket, "0.5946035575013605")...)
+		if !approxEq(sum.f, v, 1e-15) {
+			t.Errorf("tail sum %s = %v, want %v", st, sum.f, v)
+		}
+	}
+	if c := one(t, db, SeriesTailRequests, append(sel, LabelE2EBucket, "0.5946035575013605")...); c.f != 1 {
+		t.Errorf("tail count %v, want 1", c.f)
+	}
+	for _, c := range []struct {
+		kind, pos string
+		n         uint64
+		sum       float64
+	}{{"ttft", "1", 1, 0.41}, {"itl", "2", 1, 0.02}, {"itl", "4", 2, 0.07}} {
+		h := one(t, db, SeriesTokenLatency, append(sel, LabelKind, c.kind, LabelPositionBucket, c.pos)...).h
+		if h == nil || h.Count != c.n || !approxEq(h.Sum, c.sum, 1e-15) {
+			t.Errorf("token %s/%s: %v, want count %d sum %v", c.kind, c.pos, h, c.n, c.sum)
+		}
+	}
+	if n := len(lastSamples(t, db, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, SeriesTokenLatency))); n != 3 {
+		t.Errorf("%d token latency series, want 3", n)
+	}
+	ent := one(t, db, SeriesPromptEntropy, sel...).h
+	wantEnt := &histogram.Histogram{
+		Schema: 3, ZeroThreshold: derivedZeroThreshold, Count: 1, Sum: 1,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{1},
+	}
+	if ent == nil || !ent.Equals(wantEnt) {
+		t.Errorf("entropy histogram %v, want %v", ent, wantEnt)
+	}
+
+	// The e2e histogram carries the request's trace and request id.
+	exs := exemplarsOf(t, db, SeriesE2E)
+	if len(exs) != 1 || exs[0].Value != 0.52 || exs[0].Labels.Get("trace_id") != "0af7651916cd43dd8448eb211c80319c" || exs[0].Labels.Get("request_id") != "r1" {
+		t.Errorf("e2e exemplars %v", exs)
+	}
+	// Only the allow-listed labels reach series; the record keeps all.
+	if md := db.Metadata.Get(SeriesTailRequests, 0, 0); len(md[SeriesTailRequests]) != 1 {
+		t.Errorf("metadata of %s: %v", SeriesTailRequests, md)
+	}
+}
+
+// TestDerivedCumulativeAcrossRestart: counters add up across requests, a
+// clean restart and a crash (kill without checkpoint), and each record is
+// counted exactly once.
+func TestDerivedCumulativeAcrossRestart(t *testing.T) {
+	db := openTestDB(t)
+	dir := t.TempDir()
+	o := testRecordsOptions(dir)
+	ls := labels.FromStrings("model_name", "m", "user", "u1")
+	tailCount := func() float64 {
+		var n float64
+		for _, s := range lastSamples(t, db, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, SeriesTailRequests)) {
+			n += s.f
+		}
+		return n
+	}
+	appendN := func(p *Records, n int, base int64) {
+		items := make([]Item, n)
+		for i := range items {
+			items[i] = testItem(t, testNow+base+int64(i), "req", ls, [records.NumStages]float64{0.1 * float64(i+1), 0, 0.2, 0.3})
+		}
+		if err := p.Append(context.Background(), "test", items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := NewRecords(db, nil, o, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(p, 3, 0)
+	appendN(p, 2, 100)
+	if got := tailCount(); got != 5 {
+		t.Fatalf("tail count %v after 5 requests", got)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err = NewRecords(db, nil, o, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(p, 4, 200)
+	if got := tailCount(); got != 9 {
+		t.Fatalf("tail count %v after restart and 4 more, want 9", got)
+	}
+	crash(t, p)
+	p, err = NewRecords(db, nil, o, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	appendN(p, 1, 300)
+	if got := tailCount(); got != 10 {
+		t.Fatalf("tail count %v after crash and 1 more, want 10", got)
+	}
+	if n := len(selectAllRecords(t, p.Store())); n != 10 {
+		t.Fatalf("%d records stored, want 10", n)
+	}
+	// The user label is not on the series (not allow-listed).
+	for _, s := range lastSamples(t, db, labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, "tailroot_.*")) {
+		if s.ls.Has("user") {
+			t.Fatalf("series %s carries a label outside the allow-list", s.ls)
+		}
+	}
+}
+
+// TestRecoveryFromJournal covers the crash points between the journal
+// write and the acknowledgement. The state must count a batch exactly when
+// its records are in the store:
+//
+//	A: journal entry written, store append never happened → not counted;
+//	B: journal entry written and store append done, crash before the
+//	   state was checkpointed → counted;
+//	C: two chunks, only the first reached the store → its records only.
+func TestRecoveryFromJournal(t *testing.T) {
+	dir := t.TempDir()
+	o := testRecordsOptions(dir).withDefaults()
+	ls := labels.FromStrings("model_name", "m")
+	mk := func(n int, base int64, prefill float64) []Item {
+		out := make([]Item, n)
+		for i := range out {
+			out[i] = testItem(t, testNow+base+int64(i), "r", ls, [records.NumStages]float64{0, 0, prefill})
+		}
+		return out
+	}
+	store, err := records.Open(o.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := openJournal(o.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// B: entry 1, 2 records, stored.
+	b := mk(2, 0, 1)
+	if err := j.append(&journalEntry{Seq: 1, NBefore: 0, Chunks: [][]Item{b}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Append(chunkRecords(b)); err != nil {
+		t.Fatal(err)
+	}
+	// C: entry 2, chunks of 3 and 1 records, only the first stored.
+	c1, c2 := mk(3, 10, 2), mk(1, 20, 4)
+	if err := j.append(&journalEntry{Seq: 2, NBefore: 2, Chunks: [][]Item{c1, c2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Append(chunkRecords(c1)); err != nil {
+		t.Fatal(err)
+	}
+	// A: entry 3, never stored.
+	if err := j.append(&journalEntry{Seq: 3, NBefore: 5, Chunks: [][]Item{mk(7, 30, 8)}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = j.close()
+	_ = store.Close()
+
+	db := openTestDB(t)
+	p := openTestRecords(t, db, testRecordsOptions(dir))
+	acc, err := p.Accumulators(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, prefill float64
+	for b := range acc.Count {
+		n += acc.Count[b]
+		prefill += acc.Sum[records.StagePrefill][b]
+	}
+	// B: 2 requests × 1 s, C: 3 × 2 s; A and C's second chunk are absent.
+	if n != 5 || prefill != 2*1+3*2 {
+		t.Errorf("recovered %v requests with %v s of prefill, want 5 and 8", n, prefill)
+	}
+	// The journal was folded into a checkpoint and emptied.
+	if fi, err := os.Stat(filepath.Join(o.StateDir, journalFile)); err != nil || fi.Size() != 0 {
+		t.Errorf("journal after recovery: %v, %v", fi, err)
+	}
+	// A later append continues the sequence and the counts.
+	if err := p.Append(context.Background(), "test", mk(1, 40, 16)); err != nil {
+		t.Fatal(err)
+	}
+	acc, _ = p.Accumulators(context.Background(), nil)
+	n = 0
+	for _, c := range acc.Count {
+		n += c
+	}
+	if n != 6 {
+		t.Errorf("%v requests after one more, want 6", n)
+	}
+}
+
+// TestJournalTornTail: a frame cut anywhere is dropped on open and the file
+// is truncated to the last whole entry.
+func TestJournalTornTail(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := testItem(t, testNow, "r", labels.FromStrings("a", "b"), [records.NumStages]float64{1})
+	it.Gaps = []float64{0.5, 0.25}
+	it.HasTTFT = true
+	e := journalEntry{Seq: 1, NBefore: 0, Chunks: [][]Item{{it}}}
+	if err := j.append(&e); err != nil {
+		t.Fatal(err)
+	}
+	good := j.size
+	e.Seq = 2
+	if err := j.append(&e); err != nil {
+		t.Fatal(err)
+	}
+	full := j.size
+	_ = j.close()
+	path := filepath.Join(dir, journalFile)
+	data, _ := os.ReadFile(path)
+	for _, cut := range []int64{good + 1, good + 7, good + 8, full - 1} {
+		if err := os.WriteFile(path, data[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j, entries, err := openJournal(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 || entries[0].Seq != 1 || j.size != good {
+			t.Fatalf("cut at %d: %d entries, size %d; want 1 entry and size %d", cut, len(entries), j.size, good)
+		}
+		got := entries[0].Chunks[0][0]
+		if got.Record.E2E != 1 || !got.HasTTFT || len(got.Gaps) != 2 || got.Gaps[1] != 0.25 {
+			t.Fatalf("entry decoded as %+v", got)
+		}
+		_ = j.close()
+	}
+}
+
+// TestSplitChunks: chunks follow record-store partitions in ascending order
+// and stay under chunkBytes.
+func TestSplitChunks(t *testing.T) {
+	const dur = 1000
+	ls := labels.FromStrings("k", "v")
+	var items []Item
+	for _, ts := range []int64{2500, 100, 2600, 900, 1000} {
+		items = append(items, testItem(t, ts, "r", ls, [records.NumStages]float64{1}))
+	}
+	ch := splitChunks(items, dur)
+	var got [][]int64
+	for _, c := range ch {
+		var ts []int64
+		for _, it := range c {
+			ts = append(ts, it.Record.Time)
+		}
+		got = append(got, ts)
+	}
+	want := [][]int64{{100, 900}, {1000}, {2500, 2600}}
+	if len(got) != len(want) {
+		t.Fatalf("chunks %v, want %v", got, want)
+	}
+	for i := range want {
+		if len(got[i]) != len(want[i]) || got[i][0] != want[i][0] {
+			t.Fatalf("chunks %v, want %v", got, want)
+		}
+	}
+	// A big batch in one partition is cut by size.
+	big := make([]Item, 5000)
+	for i := range big {
+		big[i] = testItem(t, 10, string(make([]byte, 200)), ls, [records.NumStages]float64{1})
+	}
+	ch = splitChunks(big, dur)
+	if len(ch) < 2 {
+		t.Fatalf("5000 records of ~250 bytes in %d chunk(s)", len(ch))
+	}
+	for _, c := range ch {
+		var row []byte
+		size := 0
+		for _, it := range c {
+			row = it.Record.Marshal(row[:0])
+			size += len(row)
+		}
+		if size > chunkBytes {
+			t.Fatalf("chunk of %d bytes over %d", size, chunkBytes)
+		}
+	}
+}
+
+// TestOverflowLabelSets: past MaxSeriesLabelSets, new label sets are
+// counted under tailroot_overflow="true".
+func TestOverflowLabelSets(t *testing.T) {
+	db := openTestDB(t)
+	o := testRecordsOptions(t.TempDir())
+	o.MaxSeriesLabelSets = 2
+	p := openTestRecords(t, db, o)
+	var items []Item
+	for i, m := range []string{"a", "b", "c", "d"} {
+		items = append(items, testItem(t, testNow+int64(i), "r", labels.FromStrings("model_name", m), [records.NumStages]float64{1}))
+	}
+	if err := p.Append(context.Background(), "test", items); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, s := range lastSamples(t, db, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, SeriesTailRequests)) {
+		got[s.ls.Get("model_name")+"/"+s.ls.Get(LabelOverflow)] += s.f
+	}
+	if len(got) != 3 || got["a/"] != 1 || got["b/"] != 1 || got["/true"] != 2 {
+		t.Errorf("tail counts by model/overflow %v, want a:1 b:1 overflow:2", got)
+	}
+}
+
+// TestAppendRefusesOverlap: a record whose stages exceed e2e (other < 0)
+// cannot feed monotone counters and is refused before anything is written.
+func TestAppendRefusesOverlap(t *testing.T) {
+	db := openTestDB(t)
+	p := openTestRecords(t, db, testRecordsOptions(t.TempDir()))
+	it := testItem(t, testNow, "r", labels.FromStrings("a", "b"), [records.NumStages]float64{1, 0, 0, 0, 0, 0, -0.5})
+	if err := p.Append(context.Background(), "test", []Item{it}); err == nil {
+		t.Fatal("overlapping stages accepted")
+	}
+	if n := p.Store().Stats().Records; n != 0 {
+		t.Fatalf("%d records stored", n)
+	}
+}
+
+// TestExemplarLabelsFit: a long request id is left out of the exemplar so
+// the label set stays within Prometheus' 128 runes.
+func TestExemplarLabelsFit(t *testing.T) {
+	var e exCand
+	r := records.Record{RequestID: strings.Repeat("x", 100), TraceID: records.TraceID{1}}
+	e.offer(1, &r)
+	exs := e.exemplars(5)
+	if len(exs) != 1 || exs[0].Labels.Has("request_id") || exs[0].Labels.Get("trace_id") != hex.EncodeToString(r.TraceID[:]) {
+		t.Errorf("exemplar %v", exs)
+	}
+}
+
+// TestAccumulatorsMatchAttribution: the deriver's tail cells equal
+// attribution.Accumulate on the same stage vectors, bucket for bucket.
+func TestAccumulatorsMatchAttribution(t *testing.T) {
+	d := newDeriver(attribution.DefaultGrid(), DefaultSeriesLabels, 10)
+	var cols [records.NumStages][]float64
+	for i := range 500 {
+		x := float64(i)
+		it := testItem(t, 0, "r", labels.FromStrings("model_name", "m"), [records.NumStages]float64{
+			math.Mod(x*0.37, 2), 0.001 * x, math.Mod(x*0.11, 1), 0.5 + math.Mod(x*0.07, 3),
+		})
+		d.add(&it)
+		for j := range cols {
+			cols[j] = append(cols[j], it.Record.Stages[j])
+		}
+	}
+	names := make([]string, records.NumStages)
+	for j := range names {
+		names[j] = records.Stage(j).String()
+	}
+	reqs, err := attribution.NewRequests(names, cols[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := attribution.Accumulate(reqs, attribution.DefaultGrid())
+	got := d.accumulators(nil)
+	for b := range want.Count {
+		if got.Count[b] != want.Count[b] {
+			t.Fatalf("bucket %d: count %v, want %v", b, got.Count[b], want.Count[b])
+		}
+		for j := range want.Sum {
+			if !approxEq(got.Sum[j][b], want.Sum[j][b], 1e-9) {
+				t.Fatalf("bucket %d stage %s: sum %v, want %v", b, names[j], got.Sum[j][b], want.Sum[j][b])
+			}
+		}
+	}
+}

@@ -1,0 +1,629 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/tsdb/records"
+)
+
+// RecordsOptions configure the request-record pipeline: the record store it
+// opens, the series it derives and the limits of its HTTP endpoints. Every
+// field says what zero means.
+type RecordsOptions struct {
+	// Store configures the record store; Store.Dir is required.
+	// Store.RetentionCheckInterval is ignored: the pipeline applies
+	// retention itself, between batches, so that the store's record count
+	// only changes through its own appends (see derive_journal.go).
+	Store records.Options
+	// StateDir holds the derived-series checkpoint and journal. Empty means
+	// Store.Dir/derived.
+	StateDir string
+	// SeriesLabels are the request labels copied onto derived series.
+	// nil means DefaultSeriesLabels; an empty non-nil slice keeps none.
+	SeriesLabels []string
+	// MaxSeriesLabelSets caps the distinct projected label sets; requests
+	// of further sets are counted under {tailroot_overflow="true"}. Zero
+	// means 10,000.
+	MaxSeriesLabelSets int
+	// DeriveInterval is how often derived series are appended to the TSDB,
+	// like a scrape interval. Zero appends them after every batch, before
+	// the batch is acknowledged.
+	DeriveInterval time.Duration
+	// RefreshInterval re-appends unchanged derived series so that they do
+	// not go stale (Prometheus' lookback is 5 minutes). Zero means 2m.
+	RefreshInterval time.Duration
+	// CheckpointInterval is how often the derived state is checkpointed,
+	// the journal emptied and retention applied. Zero means 1m.
+	CheckpointInterval time.Duration
+	// MaxJournalBytes checkpoints early when the journal grows past it.
+	// Zero means 64 MiB.
+	MaxJournalBytes int64
+	// MaxBatchItems caps the requests committed together (one journal entry
+	// and fsync). Zero means 100,000.
+	MaxBatchItems int
+	// Grid is the end-to-end grid of the tail accumulators. The zero value
+	// means attribution.DefaultGrid(); it must not change over the life of
+	// a state directory.
+	Grid attribution.Grid
+	// MaxBodyBytes caps a pushed body as sent; 413 above. Zero means 32 MiB.
+	MaxBodyBytes int64
+	// MaxDecodedBytes caps a gzip-decoded body; 413 above. Zero means
+	// 4 × MaxBodyBytes.
+	MaxDecodedBytes int64
+	// MaxRecordsPerRequest caps the requests (lines, or spans) of one push;
+	// the push is refused whole with 413 above it. Zero means 100,000.
+	MaxRecordsPerRequest int
+	// MaxLineBytes caps one NDJSON line; a longer line is rejected as bad.
+	// Zero means 4 MiB.
+	MaxLineBytes int
+	// Limits bound the content of one request.
+	Limits RequestLimits
+	// MaxQueryRecords caps the records GET /api/v1/requests returns. Zero
+	// means 100,000.
+	MaxQueryRecords int
+}
+
+// DefaultRecordsOptions returns the defaults; Store.Dir must still be set.
+func DefaultRecordsOptions() RecordsOptions {
+	return RecordsOptions{Store: records.DefaultOptions()}
+}
+
+func (o RecordsOptions) withDefaults() RecordsOptions {
+	if o.StateDir == "" && o.Store.Dir != "" {
+		o.StateDir = o.Store.Dir + string(os.PathSeparator) + "derived"
+	}
+	if o.Store.PartitionDuration == 0 {
+		o.Store.PartitionDuration = records.DefaultOptions().PartitionDuration
+	}
+	o.Store.RetentionCheckInterval = 0
+	if o.SeriesLabels == nil {
+		o.SeriesLabels = DefaultSeriesLabels
+	}
+	if o.MaxSeriesLabelSets <= 0 {
+		o.MaxSeriesLabelSets = 10000
+	}
+	if o.RefreshInterval <= 0 {
+		o.RefreshInterval = 2 * time.Minute
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = time.Minute
+	}
+	if o.MaxJournalBytes <= 0 {
+		o.MaxJournalBytes = 64 << 20
+	}
+	if o.MaxBatchItems <= 0 {
+		o.MaxBatchItems = 100000
+	}
+	if o.Grid.Buckets() <= 1 {
+		o.Grid = attribution.DefaultGrid()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 32 << 20
+	}
+	if o.MaxDecodedBytes <= 0 {
+		o.MaxDecodedBytes = 4 * o.MaxBodyBytes
+	}
+	if o.MaxRecordsPerRequest <= 0 {
+		o.MaxRecordsPerRequest = 100000
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = 4 << 20
+	}
+	if o.MaxQueryRecords <= 0 {
+		o.MaxQueryRecords = 100000
+	}
+	o.Limits = o.Limits.withDefaults()
+	return o
+}
+
+// Errors of the records pipeline.
+var (
+	// ErrRecordsClosed is returned by Append after Close.
+	ErrRecordsClosed = errors.New("records pipeline closed")
+	// ErrRecordsFailed is wrapped by every Append after a write to the
+	// journal or the record store failed: what reached the disk is then
+	// unknown until a restart recovers it, so nothing more is accepted.
+	ErrRecordsFailed = errors.New("records pipeline failed")
+)
+
+// Records is the request-record pipeline: it stores each batch of requests
+// in the record store and folds it into the derived series (end-to-end and
+// stage histograms, tail accumulators, token latencies, prompt entropy),
+// which it appends to the TSDB.
+//
+// Ordering, per batch, in one worker goroutine (group commit: batches that
+// arrive while one is being written are committed together):
+//
+//  1. the batch, with the store's record count, is appended to the journal
+//     and fsynced;
+//  2. it is appended to the record store (fsynced, one WAL entry per chunk);
+//  3. it is folded into the in-memory derived state;
+//  4. the batch is acknowledged.
+//
+// Derived series are appended from the state every DeriveInterval; the
+// state is checkpointed every CheckpointInterval, after which the journal
+// is emptied. After a crash the checkpoint plus the journal entries whose
+// records reached the store rebuild the state exactly, so a record is
+// counted in the series once if and only if it is in the store. Counters
+// are cumulative across restarts.
+type Records struct {
+	opts   RecordsOptions
+	store  *records.Store
+	app    storage.AppendableV2
+	logger *slog.Logger
+
+	subs      chan *submission
+	ctl       chan func()
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	// Owned by the worker.
+	d        *deriver
+	journal  *journal
+	seq      uint64
+	failed   error
+	lastFull int64
+	// abandoned makes the worker exit without flushing or checkpointing,
+	// as a killed process would; only tests set it.
+	abandoned bool
+
+	cutoff atomic.Int64 // retention: records before it are refused, Unix ms
+
+	m recordsMetrics
+}
+
+type recordsMetrics struct {
+	ingested      *prometheus.CounterVec
+	rejected      *prometheus.CounterVec
+	batches       prometheus.Counter
+	commitSeconds prometheus.Histogram
+	flushSeconds  prometheus.Histogram
+	flushErrors   prometheus.Counter
+	overflow      prometheus.Gauge
+	labelSets     prometheus.Gauge
+	unresolved    prometheus.Counter
+}
+
+type submission struct {
+	items []Item
+	done  chan error
+}
+
+// NewRecords opens the record store, restores the derived state (the
+// checkpoint, then every journal entry whose records reached the store) and
+// starts the worker. app receives the derived series; md, if not nil, their
+// metadata.
+func NewRecords(app storage.AppendableV2, md MetadataSink, opts RecordsOptions, logger *slog.Logger, reg prometheus.Registerer) (*Records, error) {
+	opts = opts.withDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Store.Dir == "" {
+		return nil, errors.New("records pipeline: Store.Dir is empty")
+	}
+	opts.Store.Logger = logger
+	store, err := records.Open(opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	p := &Records{
+		opts: opts, store: store, app: app, logger: logger,
+		subs: make(chan *submission, 64), ctl: make(chan func()), stop: make(chan struct{}), done: make(chan struct{}),
+		m: newRecordsMetrics(reg),
+	}
+	p.cutoff.Store(math.MinInt64)
+	if err := p.recover(); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	if md != nil {
+		for family, m := range derivedMetadata {
+			if err := md.Set(family, m); err != nil {
+				_ = p.closeFiles()
+				return nil, fmt.Errorf("records pipeline: store metadata: %w", err)
+			}
+		}
+	}
+	p.flushSeries(true)
+	go p.run()
+	return p, nil
+}
+
+func newRecordsMetrics(reg prometheus.Registerer) recordsMetrics {
+	f := promauto.With(reg)
+	return recordsMetrics{
+		ingested: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "tailroot_records_ingested_total",
+			Help: "Request records stored, by source (requests, traces).",
+		}, []string{"source"}),
+		rejected: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "tailroot_records_rejected_total",
+			Help: "Pushed requests or spans rejected as invalid, by source.",
+		}, []string{"source"}),
+		batches: f.NewCounter(prometheus.CounterOpts{
+			Name: "tailroot_records_batches_total",
+			Help: "Batches committed to the journal and the record store (group commits).",
+		}),
+		commitSeconds: f.NewHistogram(prometheus.HistogramOpts{
+			Name:                        "tailroot_records_commit_seconds",
+			Help:                        "Time to commit one batch: journal fsync, record store fsync and state update.",
+			NativeHistogramBucketFactor: 1.1,
+		}),
+		flushSeconds: f.NewHistogram(prometheus.HistogramOpts{
+			Name:                        "tailroot_records_derive_flush_seconds",
+			Help:                        "Time to append the derived series to the TSDB.",
+			NativeHistogramBucketFactor: 1.1,
+		}),
+		flushErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: "tailroot_records_derive_flush_errors_total",
+			Help: "Failed appends of derived series; they are retried at the next flush.",
+		}),
+		overflow: f.NewGauge(prometheus.GaugeOpts{
+			Name: "tailroot_records_series_overflow",
+			Help: "1 when the derived series hit MaxSeriesLabelSets and new label sets go to the overflow set.",
+		}),
+		labelSets: f.NewGauge(prometheus.GaugeOpts{
+			Name: "tailroot_records_series_label_sets",
+			Help: "Distinct label sets of the derived series.",
+		}),
+		unresolved: f.NewCounter(prometheus.CounterOpts{
+			Name: "tailroot_records_recovery_unresolved_total",
+			Help: "Journal entries at recovery whose stored records could not be identified; their records are missing from the derived series.",
+		}),
+	}
+}
+
+func (p *Records) recover() error {
+	if err := os.MkdirAll(p.opts.StateDir, 0o755); err != nil {
+		return fmt.Errorf("records pipeline: %w", err)
+	}
+	d, seq, err := loadCheckpoint(p.opts.StateDir, p.opts.Grid, p.opts.SeriesLabels, p.opts.MaxSeriesLabelSets)
+	if err != nil {
+		return fmt.Errorf("records pipeline: %w", err)
+	}
+	j, entries, err := openJournal(p.opts.StateDir)
+	if err != nil {
+		return fmt.Errorf("records pipeline: %w", err)
+	}
+	last, unresolved := recoverEntries(d, entries, seq, p.store.Stats().Records)
+	if unresolved > 0 {
+		p.m.unresolved.Add(float64(unresolved))
+		p.logger.Error("records: journal entries whose stored records could not be identified; their requests are missing from the derived series", "entries", unresolved)
+	}
+	p.d, p.journal, p.seq = d, j, last
+	if last > seq || len(entries) > 0 {
+		d.markAllDirty()
+		if err := p.writeCheckpoint(); err != nil {
+			_ = j.close()
+			return fmt.Errorf("records pipeline: %w", err)
+		}
+	}
+	return nil
+}
+
+// Store returns the record store, for reading (GET /api/v1/requests, the
+// query layer). Appends must go through Append.
+func (p *Records) Store() *records.Store { return p.store }
+
+// Options returns the options in force, defaults filled in.
+func (p *Records) Options() RecordsOptions { return p.opts }
+
+// Cutoff returns the time (Unix ms) before which records are refused
+// because retention has removed their partition; math.MinInt64 when none is.
+func (p *Records) Cutoff() int64 { return p.cutoff.Load() }
+
+// InRetention reports whether a record at t (Unix ms) may still be stored:
+// the store removes whole partitions that end at or before the cutoff.
+func (p *Records) InRetention(t int64) bool {
+	c := p.cutoff.Load()
+	if c == math.MinInt64 {
+		return true
+	}
+	dur := p.opts.Store.PartitionDuration.Milliseconds()
+	return t-t%dur+dur > c
+}
+
+// CheckItem reports why an item cannot be appended, or nil.
+func (p *Records) CheckItem(it *Item) error {
+	if err := it.Record.Validate(); err != nil {
+		return err
+	}
+	for j, v := range it.Record.Stages {
+		if v < 0 {
+			return fmt.Errorf("stage %s = %v: stages overlap (their sum exceeds end-to-end)", records.Stage(j), v)
+		}
+	}
+	for k, g := range it.Gaps {
+		if !(g >= 0) || math.IsInf(g, 1) {
+			return fmt.Errorf("inter-token gap %d = %v is not finite and ≥ 0", k, g)
+		}
+	}
+	if !p.InRetention(it.Record.Time) {
+		return fmt.Errorf("%w: time %d", records.ErrOutOfRetention, it.Record.Time)
+	}
+	return nil
+}
+
+// Append stores items and folds them into the derived series. It returns
+// once they are durable (journal and record store fsynced); with
+// DeriveInterval 0 the derived series have then been appended too. The
+// batch is refused whole, before anything is written, if an item fails
+// CheckItem (the error names its index).
+//
+// source labels tailroot_records_ingested_total.
+func (p *Records) Append(ctx context.Context, source string, items []Item) error {
+	if len(items) == 0 {
+		return nil
+	}
+	for i := range items {
+		if err := p.CheckItem(&items[i]); err != nil {
+			return fmt.Errorf("append item %d: %w", i, err)
+		}
+	}
+	s := &submission{items: items, done: make(chan error, 1)}
+	select {
+	case p.subs <- s:
+	case <-p.stop:
+		return ErrRecordsClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once submitted the batch is committed or failed as a whole; waiting
+	// for the answer regardless of ctx keeps the acknowledgement truthful.
+	err := <-s.done
+	if err == nil {
+		p.m.ingested.WithLabelValues(source).Add(float64(len(items)))
+	}
+	return err
+}
+
+func (p *Records) run() {
+	defer close(p.done)
+	var flushC <-chan time.Time
+	if p.opts.DeriveInterval > 0 {
+		t := time.NewTicker(p.opts.DeriveInterval)
+		defer t.Stop()
+		flushC = t.C
+	}
+	ckpt := time.NewTicker(p.opts.CheckpointInterval)
+	defer ckpt.Stop()
+	for {
+		select {
+		case s := <-p.subs:
+			group := []*submission{s}
+			n := len(s.items)
+		drain:
+			for n < p.opts.MaxBatchItems {
+				select {
+				case s2 := <-p.subs:
+					group = append(group, s2)
+					n += len(s2.items)
+				default:
+					break drain
+				}
+			}
+			p.commit(group)
+		case f := <-p.ctl:
+			f()
+		case <-flushC:
+			p.flushSeries(false)
+		case <-ckpt.C:
+			p.checkpoint()
+		case <-p.stop:
+			for {
+				select {
+				case s := <-p.subs:
+					s.done <- ErrRecordsClosed
+				case f := <-p.ctl:
+					f()
+				default:
+					if !p.abandoned {
+						p.flushSeries(false)
+						p.checkpoint()
+					}
+					return
+				}
+			}
+		}
+	}
+}
+
+// commit writes one group of submissions; see the type's doc comment for
+// the order of steps.
+func (p *Records) commit(group []*submission) {
+	start := time.Now()
+	reply := func(err error) {
+		for _, s := range group {
+			s.done <- err
+		}
+	}
+	if p.failed != nil {
+		reply(fmt.Errorf("%w: %v", ErrRecordsFailed, p.failed))
+		return
+	}
+	var items []Item
+	kept := group[:0]
+	for _, s := range group {
+		ok := true
+		for i := range s.items {
+			if !p.InRetention(s.items[i].Record.Time) {
+				s.done <- fmt.Errorf("append item %d: %w: time %d", i, records.ErrOutOfRetention, s.items[i].Record.Time)
+				ok = false
+				break
+			}
+		}
+		if ok {
+			kept = append(kept, s)
+			items = append(items, s.items...)
+		}
+	}
+	group = kept
+	if len(items) == 0 {
+		return
+	}
+	chunks := splitChunks(items, p.opts.Store.PartitionDuration.Milliseconds())
+	e := journalEntry{Seq: p.seq + 1, NBefore: p.store.Stats().Records, Chunks: chunks}
+	if err := p.journal.append(&e); err != nil {
+		p.fail(err)
+		reply(fmt.Errorf("%w: %v", ErrRecordsFailed, err))
+		return
+	}
+	p.seq = e.Seq
+	for k, c := range chunks {
+		if err := p.store.Append(chunkRecords(c)); err != nil {
+			// Chunks before k are stored; keep the state in step with the
+			// store until the restart that recovers this entry.
+			for _, done := range chunks[:k] {
+				for j := range done {
+					p.d.add(&done[j])
+				}
+			}
+			p.fail(err)
+			reply(fmt.Errorf("%w: %v", ErrRecordsFailed, err))
+			return
+		}
+	}
+	for _, c := range chunks {
+		for j := range c {
+			p.d.add(&c[j])
+		}
+	}
+	p.m.batches.Inc()
+	if p.opts.DeriveInterval == 0 {
+		p.flushSeries(false)
+	}
+	p.m.commitSeconds.Observe(time.Since(start).Seconds())
+	reply(nil)
+	if p.journal.size >= p.opts.MaxJournalBytes {
+		p.checkpoint()
+	}
+}
+
+func (p *Records) fail(err error) {
+	p.logger.Error("records: write failed; refusing appends until restart, which recovers the journal", "err", err)
+	p.failed = err
+}
+
+// flushSeries appends the derived series; full appends every series, not
+// only those changed since the last flush. Errors are logged and counted:
+// the state keeps the values and the next flush appends them.
+func (p *Records) flushSeries(full bool) {
+	start := time.Now()
+	now := start.UnixMilli()
+	if now-p.lastFull >= p.opts.RefreshInterval.Milliseconds() {
+		full = true
+	}
+	app := p.app.AppenderV2(context.Background())
+	ts := p.d.nextTimestamp(now)
+	_, err := p.d.flush(app, ts, full)
+	if err == nil {
+		err = app.Commit()
+	} else {
+		_ = app.Rollback()
+	}
+	p.m.labelSets.Set(float64(len(p.d.order)))
+	if p.d.overflow != nil {
+		p.m.overflow.Set(1)
+	}
+	if err != nil {
+		p.m.flushErrors.Inc()
+		p.logger.Error("records: append derived series", "err", err)
+		return
+	}
+	p.d.clean()
+	if full {
+		p.lastFull = now
+	}
+	p.m.flushSeconds.Observe(time.Since(start).Seconds())
+}
+
+// checkpoint writes the state, empties the journal and applies retention.
+// Retention runs only here, with the journal empty, so the store's count
+// moves only through appends between two entries.
+func (p *Records) checkpoint() {
+	if p.failed != nil {
+		return
+	}
+	if err := p.writeCheckpoint(); err != nil {
+		p.logger.Error("records: checkpoint derived state", "err", err)
+		return
+	}
+	if p.opts.Store.Retention > 0 {
+		now := time.Now()
+		if err := p.store.ApplyRetention(now); err != nil {
+			p.logger.Error("records: apply retention", "err", err)
+		}
+		p.cutoff.Store(now.UnixMilli() - p.opts.Store.Retention.Milliseconds())
+	}
+}
+
+func (p *Records) writeCheckpoint() error {
+	data, err := p.d.marshalCheckpoint(p.seq)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(p.opts.StateDir, checkpointFile, data); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return p.journal.reset()
+}
+
+// Flush appends the changed derived series and checkpoints now; tests and
+// tools use it to make series and state current.
+func (p *Records) Flush(ctx context.Context) error {
+	return p.do(ctx, func() { p.flushSeries(false); p.checkpoint() })
+}
+
+// Accumulators returns the current tail accumulators of the label sets (as
+// projected onto SeriesLabels) for which keep is true, merged; nil keeps
+// all.
+func (p *Records) Accumulators(ctx context.Context, keep func(labels.Labels) bool) (*attribution.Accumulators, error) {
+	var acc *attribution.Accumulators
+	err := p.do(ctx, func() { acc = p.d.accumulators(keep) })
+	return acc, err
+}
+
+// do runs f on the worker goroutine, which owns the derived state.
+func (p *Records) do(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case p.ctl <- func() { f(); close(done) }:
+	case <-p.stop:
+		return ErrRecordsClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-done
+	return nil
+}
+
+// Close stops the worker after the submitted batches, appends the derived
+// series, checkpoints, and closes the journal and the store.
+func (p *Records) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.stop)
+		<-p.done
+		p.closeErr = p.closeFiles()
+	})
+	return p.closeErr
+}
+
+func (p *Records) closeFiles() error {
+	return errors.Join(p.journal.close(), p.store.Close())
+}
