@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 
 	"github.com/tailroot/tailroot/query"
+	"github.com/tailroot/tailroot/query/builtin"
+	"github.com/tailroot/tailroot/tsdb/records"
 )
 
 // builtinSkips lists upstream test files tailroot does not pass, each with
@@ -14,9 +16,20 @@ var builtinSkips = map[string]string{}
 
 // TestUpstreamPromQLSuite runs Prometheus' own PromQL acceptance suite
 // against the engine as `tailroot serve` builds it (DefaultOptions, the
-// default function registry with tailroot's functions, MetricsQL fallback).
+// registry with every tailroot function, MetricsQL fallback).
 func TestUpstreamPromQLSuite(t *testing.T) {
-	ng, err := query.New(query.DefaultOptions(), nil, nil, nil)
+	ro := records.DefaultOptions()
+	ro.Dir = t.TempDir()
+	rs, err := records.Open(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	funcs, err := builtin.Registry(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng, err := query.New(query.DefaultOptions(), funcs, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,4 +58,25 @@
 //
 // A request is recorded in the sub-step it arrives in, as if it finished
 // there; the series are as a scrape every Interval would see them.
+//
+// # Covariates, faults and incidents
+//
+// With Options.Covariates each instance also reports what tailroot-agent
+// and dcgm-exporter would for its node: run-queue delay, page faults, GIL
+// waits, block IO and CUDA call latency, SM clock, GPU utilisation, power,
+// memory clock and framebuffer use. Their levels wander with slow AR(1)
+// noise and feed back into the serving model (host.go gives the formulas):
+// run-queue delay and GIL waits lengthen the frontend, page faults stall
+// decode, the SM clock sets prefill and decode speed, slow block IO makes
+// weight loads block the engine. Options.Faults injects incidents into one
+// instance each (faults.go): CPU contention, a page-fault storm, a noisy IO
+// neighbour, GPU throttling, a load surge, long-context requests. With
+// neither option the series and the random draws are exactly those
+// described above.
+//
+// Scenario (scenario.go) generates a reproducible window with one fault and
+// its GroundTruth (the root-cause series, the stages it lengthens), derives
+// the per-step Signals a root-cause ranking reads (each with the PromQL that
+// computes it from the stored series), and pushes the incident by remote
+// write or writes it as OpenMetrics text.
 package sim

@@ -70,6 +70,17 @@ type Options struct {
 	ProtoMsg string
 	// Logger receives push progress and failures. nil = slog.Default().
 	Logger *slog.Logger
+	// Covariates also emits, per instance, the node and GPU series
+	// tailroot-agent and dcgm-exporter would report (run-queue delay, page
+	// faults, GIL waits, block IO and CUDA call latency, SM clock, GPU
+	// utilisation, power, memory clock, framebuffer use; see host.go), and
+	// lets them drive the serving model. false = vLLM series only, exactly as
+	// doc.go describes.
+	Covariates bool
+	// Faults are incidents to inject (faults.go). A fault turns the host
+	// model on for every instance, so the fleet behaves the same with and
+	// without Covariates; only what is emitted differs. nil = none.
+	Faults []Fault
 }
 
 // DefaultOptions returns the options `make run` uses: two models with three
@@ -240,6 +251,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	for i := range o.Faults {
+		if err := o.Faults[i].validate(len(o.Models) * o.InstancesPerModel); err != nil {
+			return o, fmt.Errorf("options: Faults[%d]: %w", i, err)
+		}
 	}
 	seen := make(map[string]bool, len(o.Models))
 	for i := range o.Models {

@@ -27,6 +27,12 @@ type instance struct {
 	// Histograms.
 	ttft, itl, reqTPOT, e2e, queue, inference, prefill, decode *classicHist
 	reqPromptTokens, reqGenTokens, reqMaxTokens, iterTokens    *classicHist
+
+	// host is the node and GPU model (host.go); nil unless covariates or
+	// faults are on, and then the only thing that changes the serving model.
+	host *host
+	// faults are the faults injected into this instance (faults.go).
+	faults []Fault
 }
 
 func newInstance(m *Model, seed uint64, idx int, noise float64, native bool) *instance {
@@ -76,37 +82,68 @@ type meanState struct {
 	stallFrac  float64 // fraction of decode steps that carry a prefill chunk
 	stallExtra float64 // extra step time of such a step
 	ctxTokens  float64 // mean KV tokens a running request holds
+
+	prefillRate float64 // prefill tokens per second, after engineMod
+	frontend    float64 // mean seconds added to each request's frontend time
+	longKV      float64 // KV tokens held by long-context requests
 }
+
+// engineMod is what the host model and the active faults do to the serving
+// model for one sub-step. noMod leaves it exactly as documented in doc.go.
+type engineMod struct {
+	prefillRate float64 // factor on PrefillTokensPerSec
+	decodeStep  float64 // factor on DecodeStep
+	frontend    float64 // seconds added to each request's frontend time
+	blockFrac   float64 // fraction of time the engine is blocked (weight loads)
+	blockLen    float64 // mean seconds of one block
+	longRate    float64 // long-context requests per second
+	longTokens  float64 // their mean prompt length in tokens
+}
+
+var noMod = engineMod{prefillRate: 1, decodeStep: 1}
 
 func (m *Model) meanOutput() float64 {
 	return math.Min(m.OutputMedian*math.Exp(m.OutputSigma*m.OutputSigma/2), float64(m.MaxTokens))
 }
 
-func (m *Model) steady(lambda float64) meanState {
+// steady returns the mean state at arrival rate lambda; see doc.go.
+// With a modifier other than noMod (host model or faults, see faults.go):
+// prefill and decode run at the modified speeds; long-context prompts take
+// ρ_L = r_L·T_L of the prefill stage (T_L their prefill time) and add
+// r_L·T_L²/(2(1−ρ)) to the Pollaczek–Khinchine wait; an engine blocked a
+// fraction f of the time in blocks of mean length L serves (1−f) of its
+// capacity and adds f·L/(1−ρ) to the mean wait.
+func (m *Model) steady(lambda float64, mod engineMod) meanState {
 	var s meanState
+	rate := m.PrefillTokensPerSec * mod.prefillRate
+	dstep := m.DecodeStep * mod.decodeStep
+	s.prefillRate = rate
+	s.frontend = mod.frontend
 	pm := m.PromptMedian * math.Exp(m.PromptSigma*m.PromptSigma/2)
 	om := m.meanOutput()
 	pu := pm * (1 - m.PrefixHitRatio)
-	tp := pu / m.PrefillTokensPerSec
+	tp := pu / rate
 	s.ctxTokens = pm + om/2
 	c := math.Max(1, math.Min(float64(m.MaxNumSeqs), float64(m.KVCacheTokens)/s.ctxTokens))
-	step := func(b float64) float64 { return m.DecodeStep * (1 + b/m.BatchDoubling) }
+	step := func(b float64) float64 { return dstep * (1 + b/m.BatchDoubling) }
 
+	tl := mod.longTokens / rate
+	rhoL := math.Min(0.9, mod.longRate*tl)
 	muSlots := c / (tp + om*step(c))
 	muPrefill := math.Inf(1)
 	if pu > 0 {
-		muPrefill = m.PrefillTokensPerSec / pu
+		muPrefill = rate / pu * (1 - rhoL)
 	}
-	s.capacity = math.Min(muSlots, muPrefill)
+	s.capacity = math.Min(muSlots, muPrefill) * (1 - mod.blockFrac)
 	// Above capacity the excess waits in the backlog; the engine itself
 	// sees the admitted rate.
 	lambda = math.Min(lambda, s.capacity)
 
 	// Little's law on the running set: b = λ·(Tp + Ō·step(b)), solved for b.
-	denom := 1 - lambda*om*m.DecodeStep/m.BatchDoubling
+	denom := 1 - lambda*om*dstep/m.BatchDoubling
 	s.b = c
 	if denom > 0 {
-		s.b = math.Min(c, lambda*(tp+om*m.DecodeStep)/denom)
+		s.b = math.Min(c, lambda*(tp+om*dstep)/denom)
 	}
 	s.itl = step(s.b)
 
@@ -114,8 +151,15 @@ func (m *Model) steady(lambda float64) meanState {
 	// For a log-normal prompt E[T²]/E[T] = median·e^(1.5σ²)·(1−hit)/rate.
 	const rhoMax = 0.98
 	rhoP := math.Min(lambda*tp, rhoMax)
-	tau2 := m.PromptMedian * math.Exp(1.5*m.PromptSigma*m.PromptSigma) * (1 - m.PrefixHitRatio) / m.PrefillTokensPerSec
+	tau2 := m.PromptMedian * math.Exp(1.5*m.PromptSigma*m.PromptSigma) * (1 - m.PrefixHitRatio) / rate
 	s.waitMean = rhoP * tau2 / (2 * (1 - rhoP))
+	if rhoL > 0 || mod.blockFrac > 0 {
+		rho := math.Min(rhoP+rhoL, rhoMax)
+		s.waitMean = (rhoP*tau2 + mod.longRate*tl*tl) / (2 * (1 - rho))
+		s.waitMean += mod.blockFrac * mod.blockLen / (1 - rho)
+		// Long prompts stay resident while they prefill and decode.
+		s.longKV = mod.longRate * (tl + om*step(s.b)) * mod.longTokens
+	}
 	// Batch slots: M/M/c with Sakasegawa's Lq ≈ ρ^√(2(c+1))/(1−ρ), Wq = Lq/λ.
 	rhoS := math.Min(lambda/muSlots, rhoMax)
 	if lambda > 0 {
@@ -123,8 +167,13 @@ func (m *Model) steady(lambda float64) meanState {
 	}
 	s.waitProb = math.Max(math.Max(rhoP, rhoS), 0.01)
 
-	s.stallFrac = math.Min(0.9, lambda*(pu/float64(m.ChunkTokens)+0.5)*s.itl)
-	s.stallExtra = math.Min(pu, float64(m.ChunkTokens)) / m.PrefillTokensPerSec
+	s.stallFrac = math.Min(0.9, lambda*(pu/float64(m.ChunkTokens)+0.5)*s.itl+rhoL)
+	s.stallExtra = math.Min(pu, float64(m.ChunkTokens)) / rate
+	if rhoL > 0 {
+		// Stalls behind a long prompt carry a full chunk; weight them in.
+		full := float64(m.ChunkTokens) / rate
+		s.stallExtra += (full - s.stallExtra) * rhoL / s.stallFrac
+	}
 	return s
 }
 
@@ -137,7 +186,12 @@ func (in *instance) advance(mid time.Time, dt float64, o *Options) {
 		in.noise = phi*in.noise + math.Sqrt(1-phi*phi)*o.Noise*r.NormFloat64()
 	}
 	lambda := m.MeanRPS * diurnal(mid, o.DiurnalFactor, o.PeakHour) * math.Exp(in.noise-o.Noise*o.Noise/2)
-	st := m.steady(lambda)
+	mod, fx := noMod, activeEffects(in.faults, mid)
+	lambda *= fx.rate
+	if in.host != nil {
+		mod = in.host.before(dt, lambda/m.MeanRPS, fx)
+	}
+	st := m.steady(lambda, mod)
 
 	// Fluid overflow: above capacity the excess queues and completions run
 	// at capacity; below, the backlog drains with the spare capacity.
@@ -157,9 +211,17 @@ func (in *instance) advance(mid time.Time, dt float64, o *Options) {
 
 	var chunks, uncached int
 	for range poisson(r, done*dt) {
-		c, u := in.request(&st, backlogWait)
+		c, u := in.request(&st, backlogWait, 0)
 		chunks += c
 		uncached += u
+	}
+	if mod.longRate > 0 {
+		for range poisson(r, mod.longRate*dt) {
+			p := int(mod.longTokens * (0.8 + 0.4*r.Float64()))
+			c, u := in.request(&st, backlogWait, p)
+			chunks += c
+			uncached += u
+		}
 	}
 
 	// Engine steps: busy for min(1, b) of the time, one step per decode
@@ -174,18 +236,27 @@ func (in *instance) advance(mid time.Time, dt float64, o *Options) {
 
 	in.running = math.Min(math.Max(0, math.Round(st.b+math.Sqrt(st.b)*r.NormFloat64())), float64(m.MaxNumSeqs))
 	in.waiting = float64(poisson(r, in.backlog+lambda*st.waitMean))
-	in.kvUsage = math.Min(1, in.running*st.ctxTokens/float64(m.KVCacheTokens)*lognormJitter(r, 0.05))
+	in.kvUsage = math.Min(1, (in.running*st.ctxTokens+st.longKV)/float64(m.KVCacheTokens)*lognormJitter(r, 0.05))
 	if in.kvUsage > 0.9 {
 		// Near a full cache the scheduler preempts running requests.
 		in.preemptions += float64(poisson(r, dt*20*(in.kvUsage-0.9)))
 	}
+	if in.host != nil {
+		in.host.after(dt, &st, m, steps)
+	}
 }
 
 // request simulates one finished request and records it; it returns the
-// number of prefill chunks and uncached prompt tokens it used.
-func (in *instance) request(st *meanState, backlogWait float64) (chunks, uncached int) {
+// number of prefill chunks and uncached prompt tokens it used. promptLen > 0
+// fixes the prompt length (a long-context request) instead of drawing it.
+func (in *instance) request(st *meanState, backlogWait float64, promptLen int) (chunks, uncached int) {
 	m, r := in.m, in.rng
-	prompt := clampInt(int(math.Round(m.PromptMedian*math.Exp(m.PromptSigma*r.NormFloat64()))), 1, m.MaxModelLen-1)
+	var prompt int
+	if promptLen > 0 {
+		prompt = clampInt(promptLen, 1, m.MaxModelLen-1)
+	} else {
+		prompt = clampInt(int(math.Round(m.PromptMedian*math.Exp(m.PromptSigma*r.NormFloat64()))), 1, m.MaxModelLen-1)
+	}
 	maxTok := min(m.MaxTokens, m.MaxModelLen-prompt)
 	output := max(1, int(math.Round(m.OutputMedian*math.Exp(m.OutputSigma*r.NormFloat64()))))
 	reason := reasonStop
@@ -214,9 +285,13 @@ func (in *instance) request(st *meanState, backlogWait float64) (chunks, uncache
 		queue += r.ExpFloat64() * st.waitMean / st.waitProb
 	}
 	// Prefill: one engine step per chunk plus the prompt compute.
-	prefill := (float64(chunks)*st.itl + float64(uncached)/m.PrefillTokensPerSec) * lognormJitter(r, 0.1)
+	prefill := (float64(chunks)*st.itl + float64(uncached)/st.prefillRate) * lognormJitter(r, 0.1)
 	// Frontend: HTTP, tokenisation and detokenisation before the queue.
 	frontend := (0.002 + float64(prompt)*1e-6) * lognormJitter(r, 0.2)
+	if st.frontend > 0 {
+		// Scheduler and GIL waits of the API server (host.go).
+		frontend += st.frontend * lognormJitter(r, 0.3)
+	}
 	ttft := frontend + queue + prefill
 
 	// Decode: output-1 inter-token gaps. Most run at the request's step time

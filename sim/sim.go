@@ -65,15 +65,29 @@ func New(opts Options) (*Simulator, error) {
 	for mi := range o.Models {
 		m := &o.Models[mi]
 		for i := range o.InstancesPerModel {
-			in := newInstance(m, o.Seed, len(s.instances), o.Noise, o.NativeHistograms)
+			idx := len(s.instances)
+			in := newInstance(m, o.Seed, idx, o.Noise, o.NativeHistograms)
+			inst := fmt.Sprintf("%s-%d:8000", slug(m.Name), i)
 			base := labels.FromStrings(
 				labelEngine, "0",
-				labelInstance, fmt.Sprintf("%s-%d:8000", slug(m.Name), i),
+				labelInstance, inst,
 				labelJob, "vllm",
 				labelModel, m.Name,
 			)
+			for _, f := range o.Faults {
+				if f.Instance == idx {
+					in.faults = append(in.faults, f)
+				}
+			}
+			if o.Covariates || len(o.Faults) > 0 {
+				in.host = newHost(o.Seed, idx, m, o.NativeHistograms)
+			}
 			s.instances = append(s.instances, in)
-			s.outputs = append(s.outputs, s.buildOutputs(in, base))
+			outs := s.buildOutputs(in, base)
+			if o.Covariates {
+				outs = append(outs, s.hostOutputs(in.host, inst, m.Name)...)
+			}
+			s.outputs = append(s.outputs, outs)
 		}
 	}
 	return s, nil
@@ -163,6 +177,57 @@ func (s *Simulator) buildOutputs(in *instance, base labels.Labels) []output {
 	hist(famInference, in.inference)
 	hist(famPrefill, in.prefill)
 	hist(famDecode, in.decode)
+	return outs
+}
+
+// hostOutputs are the covariate series of one instance's node: the agent's
+// under job="tailroot-agent", the GPU's under job="dcgm-exporter" with
+// dcgm-exporter's gpu and modelName labels. Both carry the instance and
+// model_name labels of the vLLM server they serve, as a relabelling rule
+// joining node and server would give them.
+func (s *Simulator) hostOutputs(h *host, inst, modelName string) []output {
+	agent := labels.FromStrings(labelInstance, inst, labelJob, "tailroot-agent", labelModel, modelName)
+	dcgm := labels.FromStrings("gpu", "0", labelInstance, inst, labelJob, "dcgm-exporter",
+		"modelName", "NVIDIA H100 80GB HBM3", labelModel, modelName)
+	var outs []output
+	named := func(base labels.Labels, name string, extra ...string) labels.Labels {
+		b := labels.NewBuilder(base)
+		b.Set(labels.MetricName, name)
+		for i := 0; i+1 < len(extra); i += 2 {
+			b.Set(extra[i], extra[i+1])
+		}
+		return b.Labels()
+	}
+	value := func(base labels.Labels, f *family, v *float64) {
+		outs = append(outs, output{fam: f, val: v, lbls: []labels.Labels{named(base, f.name)}})
+		s.nFloat++
+	}
+	hist := func(f *family, h *classicHist) {
+		var ls []labels.Labels
+		for _, b := range h.bounds {
+			ls = append(ls, named(agent, f.name+"_bucket", labels.BucketLabel, labels.FormatOpenMetricsFloat(b)))
+		}
+		ls = append(ls,
+			named(agent, f.name+"_bucket", labels.BucketLabel, "+Inf"),
+			named(agent, f.name+"_sum"),
+			named(agent, f.name+"_count"))
+		outs = append(outs, output{fam: f, hist: h, lbls: ls})
+		s.nFloat += len(ls)
+		if h.native != nil {
+			outs = append(outs, output{fam: f, hist: h, native: true, lbls: []labels.Labels{named(agent, f.name)}})
+			s.nHist++
+		}
+	}
+	hist(famRunqueue, h.runqueue)
+	hist(famGILWait, h.gilWait)
+	hist(famBlockIO, h.blockIO)
+	hist(famCUDACall, h.cudaCall)
+	value(agent, famPageFaults, &h.pageFaults)
+	value(dcgm, famSMClock, &h.smClock)
+	value(dcgm, famMemClock, &h.memClock)
+	value(dcgm, famGPUUtil, &h.util)
+	value(dcgm, famPower, &h.power)
+	value(dcgm, famFBUsed, &h.fbUsed)
 	return outs
 }
 

@@ -24,6 +24,8 @@ func usage() {
 commands:
   serve      run the server (Prometheus-compatible API, remote write ingest)
   attribute  print the P99 stage breakdown of a window from a running server
+  simulate   generate an incident scenario, push or write it, print its ground truth
+  eval-rca   score root-cause ranking (AC@1, AC@3, Avg@5) against plain BARO on simulated incidents
   version    print the version
 
 Run 'tailroot <command> -h' for the flags of a command.
@@ -41,6 +43,10 @@ func main() {
 		err = serve(os.Args[2:])
 	case "attribute":
 		err = attribute(os.Args[2:])
+	case "simulate":
+		err = simulateCommand(os.Args[2:])
+	case "eval-rca":
+		err = evalRCACommand(os.Args[2:])
 	case "version", "--version", "-version":
 		fmt.Printf("tailroot, version %s (revision: %s, branch: %s)\n  build user: %s\n  build date: %s\n", version, revision, branch, buildUser, buildDate)
 	case "help", "-h", "--help":

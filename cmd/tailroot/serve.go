@@ -24,7 +24,7 @@ import (
 	"github.com/tailroot/tailroot/api"
 	"github.com/tailroot/tailroot/ingest"
 	"github.com/tailroot/tailroot/query"
-	"github.com/tailroot/tailroot/query/tailfn"
+	"github.com/tailroot/tailroot/query/builtin"
 	simrequests "github.com/tailroot/tailroot/sim/requests"
 	"github.com/tailroot/tailroot/tsdb"
 )
@@ -58,6 +58,7 @@ type serveConfig struct {
 	records                              ingest.RecordsOptions
 	otlp                                 ingest.OTLPOptions
 	seriesLabels, promoteAttrs           string
+	reportS3                             api.S3Options
 	shutdownTimeout                      time.Duration
 }
 
@@ -75,6 +76,12 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "serve the TSDB admin endpoints (delete_series, snapshot, clean_tombstones)")
 	fs.StringVar(&c.logLevel, "log.level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.simulate, "simulate", false, "feed the server from the built-in vLLM workload simulator")
+	fs.StringVar(&c.reportS3.Endpoint, "attribution.report-s3.endpoint", "", "host[:port] of an S3-compatible service that attribution reports are uploaded to (report?upload=true); empty disables uploads")
+	fs.StringVar(&c.reportS3.Bucket, "attribution.report-s3.bucket", "", "bucket for attribution reports")
+	fs.StringVar(&c.reportS3.Prefix, "attribution.report-s3.prefix", "", "key prefix for attribution reports")
+	fs.StringVar(&c.reportS3.Region, "attribution.report-s3.region", "", "bucket region; empty lets the client discover it")
+	fs.BoolVar(&c.reportS3.Insecure, "attribution.report-s3.insecure", false, "talk plain HTTP to the S3 endpoint")
+	fs.BoolVar(&c.reportS3.PathStyle, "attribution.report-s3.path-style", false, "path-style bucket addressing (MinIO, Ceph)")
 	fs.DurationVar(&c.db.Retention, "storage.tsdb.retention.time", c.db.Retention, "how long to keep samples")
 	fs.Var(bytesFlag{&c.db.RetentionSize}, "storage.tsdb.retention.size", "maximum bytes of blocks to keep (e.g. 512MB); 0 means no limit")
 	fs.DurationVar(&c.db.OutOfOrderWindow, "storage.tsdb.out-of-order-time-window", c.db.OutOfOrderWindow, "accept samples this far behind the newest of their series; 0 disables")
@@ -179,8 +186,8 @@ func serve(args []string) error {
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
-	funcs := query.NewRegistry()
-	if err := tailfn.Register(funcs, recs.Store()); err != nil {
+	funcs, err := builtin.Registry(recs.Store())
+	if err != nil {
 		return err
 	}
 	engine, err := query.New(c.query, funcs, logger.With("component", "query"), reg)
@@ -193,13 +200,25 @@ func serve(args []string) error {
 	otlpMetrics := ingest.NewOTLPMetrics(db, db.Metadata, c.otlp, logger.With("component", "otlp"), reg)
 
 	rw := ingest.NewRemoteWrite(db, db.Metadata, c.ingest, logger.With("component", "ingest"), reg)
+	var uploader api.ReportUploader
+	if c.reportS3.Endpoint != "" {
+		// Credentials come from the environment (AWS_ACCESS_KEY_ID, …), not
+		// flags, so they stay out of /api/v1/status/flags and ps.
+		u, err := api.NewS3Uploader(c.reportS3)
+		if err != nil {
+			return fmt.Errorf("attribution report upload: %w", err)
+		}
+		uploader = u
+	}
 	attribution := api.NewAttribution(engine, db, recs.Store(), api.AttributionOptions{
-		Build:  api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
-		Logger: logger.With("component", "attribution"),
+		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
+		Uploader: uploader,
+		Logger:   logger.With("component", "attribution"),
 	})
 	extra := func(r *mux.Router) {
 		recs.Register(r)
 		attribution.Register(r)
+		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, db, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)

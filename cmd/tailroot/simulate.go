@@ -17,6 +17,9 @@ func runSimulator(ctx context.Context, url string, logger *slog.Logger) error {
 	o.Backfill = time.Hour
 	o.Start = time.Now().Add(-o.Backfill)
 	o.NativeHistograms = true
+	// Node and GPU covariates (run-queue delay, page faults, SM clocks, …)
+	// so the kernel and GPU dashboards have data without an agent.
+	o.Covariates = true
 	o.Logger = logger
 	s, err := sim.New(o)
 	if err != nil {

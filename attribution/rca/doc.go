@@ -1,0 +1,113 @@
+// Package rca ranks root-cause candidates for a latency change over the
+// known LLM-serving graph.
+//
+// In: a target series (the latency that defines the incident) and candidate
+// series on the same time grid, each with a metric name and labels. Out: a
+// Result whose Ranking orders every candidate, most likely root cause
+// first, with its RHT score, plain BARO score, shift, p- and q-value and
+// the candidate upstream that explains it; Baseline holds plain BARO on
+// the same change point. Pure functions: no I/O, inputs never modified.
+//
+// # Method
+//
+// BARO (Pham et al., FSE 2024) scores each metric by how far it moves after
+// the change point in units of its own spread before it. On its own it ranks
+// effects as readily as causes: a queue that grows from 60 ms to 4 s moves
+// a thousand IQRs while the SM clock that caused it moves thirty. Rank
+// therefore scores each candidate's residual after regressing it on its
+// graph parents before the change (CIRCA's regression-based hypothesis
+// testing, Li et al., KDD 2022), tests the residual for a level shift with
+// Newey–West errors, controls the false discovery rate with
+// Benjamini–Hochberg within each node family, and demotes candidates with
+// an anomalous ancestor (descendant adjustment). See Rank for the formulas.
+//
+// # The serving graph
+//
+// Edges read "influences". Faults enter at the top and flow down; every
+// node's parents are the quantities its value depends on in a vLLM-style
+// server (continuous batching, chunked prefill, a Python API server in
+// front of the engine).
+//
+//	node         family    influences
+//	load         workload  token_rate, batch, gil, queue
+//	tokens       workload  token_rate, batch, kv_cache, queue, tokenize, prefill, decode
+//	token_rate   workload  batch, queue
+//	runqueue     host      gil, tokenize
+//	page_faults  host      tokenize, decode
+//	gil          host      tokenize
+//	block_io     host      queue
+//	gpu_clock    gpu       gpu_util, gpu_power, cuda, prefill, decode
+//	gpu_util     gpu       gpu_power, prefill, decode
+//	gpu_power    gpu       —
+//	cuda         gpu       prefill, decode
+//	batch        engine    kv_cache, gpu_util, cuda, queue, prefill, decode
+//	kv_cache     engine    queue, decode
+//	queue        stage     ttft
+//	tokenize     stage     ttft
+//	prefill      stage     queue, ttft, inference
+//	decode       stage     inference, e2e
+//	ttft         stage     e2e
+//	inference    stage     —
+//	e2e          stage     —
+//
+// This is servingEdges in graph.go (a test checks the table against it).
+// Reasons for the less obvious edges: prefill → queue (the prefill service
+// time is the queue's service time, Pollaczek–Khinchine); runqueue → gil (a
+// GIL holder that is descheduled holds everybody up); block_io → queue
+// (weight and adapter loads block the engine's step loop); page_faults →
+// decode (faults in the engine process stall the decode loop) and →
+// tokenize (in the API server).
+//
+// # Candidate → node mapping
+//
+// NodeFor applies, in order: a "node" label naming the node; a "stage"
+// label (queue, tokenize, detokenize, network, other, prefill, decode —
+// tailroot's canonical stages; detokenize, network and other map to
+// tokenize, the frontend residual); then the metric name with any
+// _bucket/_sum/_count suffix removed:
+//
+//	metric                                                   node
+//	vllm:request_success_total, http_requests_total          load
+//	vllm:request_prompt_tokens, vllm:request_generation_tokens,
+//	  vllm:request_params_max_tokens, vllm:request_params_n  tokens
+//	vllm:prompt_tokens_total, vllm:generation_tokens_total,
+//	  vllm:(gpu_)prefix_cache_queries_total / _hits_total    token_rate
+//	vllm:num_requests_running, vllm:iteration_tokens_total   batch
+//	vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc,
+//	  vllm:num_preemptions_total, DCGM_FI_DEV_FB_USED/_FREE  kv_cache
+//	vllm:num_requests_waiting, vllm:request_queue_time_seconds  queue
+//	vllm:request_prefill_time_seconds                        prefill
+//	vllm:request_decode_time_seconds, vllm:inter_token_latency_seconds,
+//	  vllm:time_per_output_token_seconds,
+//	  vllm:request_time_per_output_token_seconds             decode
+//	vllm:time_to_first_token_seconds                         ttft
+//	vllm:request_inference_time_seconds                      inference
+//	vllm:e2e_request_latency_seconds                         e2e
+//	tailroot_runqueue_delay_seconds                          runqueue
+//	tailroot_page_faults_total                               page_faults
+//	tailroot_gil_wait_seconds                                gil
+//	tailroot_block_io_latency_seconds                        block_io
+//	tailroot_cuda_call_seconds                               cuda
+//	DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK,
+//	  DCGM_FI_DEV_CLOCK_THROTTLE_REASONS,
+//	  DCGM_FI_DEV_CLOCKS_EVENT_REASONS                       gpu_clock
+//	DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_MEM_COPY_UTIL,
+//	  DCGM_FI_PROF_* (SM active, occupancy, tensor, DRAM)    gpu_util
+//	DCGM_FI_DEV_POWER_USAGE, DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+//	  DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP          gpu_power
+//
+// A candidate no rule maps keeps node "" and family "other": it is scored
+// by plain BARO (no parents) and explains nothing.
+//
+// Node families, the Benjamini–Hochberg families: workload (load, tokens,
+// token_rate), host (runqueue, page_faults, gil, block_io), gpu (gpu_clock,
+// gpu_util, gpu_power, cuda), engine (batch, kv_cache), stage (queue,
+// tokenize, prefill, decode, ttft, inference, e2e).
+//
+// # Groups
+//
+// Graph edges link candidates of the same group only: by default those with
+// equal "instance" labels (Options.GroupLabels), so instance A's SM clock
+// explains instance A's prefill, not B's. A candidate without the grouping
+// labels (a fleet-wide series) links to every group.
+package rca

@@ -1,0 +1,562 @@
+package rca
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/tailroot/tailroot/attribution/causal"
+)
+
+// Candidate is one series that might be the root cause.
+type Candidate struct {
+	// Name identifies the candidate in results and errors, e.g.
+	// `tailroot_runqueue_delay_seconds{instance="a:8000"}`.
+	Name string
+	// Metric is the metric name the node mapping reads (NodeFor); Labels
+	// are the candidate's labels (the mapping's "node" and "stage" labels,
+	// and the grouping labels of Options.GroupLabels).
+	Metric string
+	Labels map[string]string
+	// Node, when set, is the candidate's graph node and overrides NodeFor.
+	Node string
+	// Values is sampled on the target's time grid.
+	Values []float64
+}
+
+// Options configures Rank. Zero values select the documented defaults.
+type Options struct {
+	// ChangePoint > 0 is the first index of the anomalous window; 0 runs
+	// BOCPD (Detect) on the target and takes its most likely change point
+	// with at least MinBefore points before it (see ChangePoint).
+	ChangePoint int
+	Detect      causal.BOCPDOptions
+	// MinBefore is the fewest points a detected change point leaves before
+	// it: the healthy baseline every score is measured against. 0 =
+	// max(8, n/5), so a two-hour window keeps at least 24 minutes of
+	// baseline and an early blip cannot pass for the incident.
+	MinBefore int
+	// Graph is the causal graph; nil = ServingGraph().
+	Graph *Graph
+	// GroupLabels are the labels whose values must be equal for two
+	// candidates to be linked by a graph edge (a node's metrics affect the
+	// same server's stages, not another's). A candidate without any of them
+	// links to every group. nil = {"instance"}; empty non-nil = link all.
+	GroupLabels []string
+	// MaxParents caps the parent series in one node's regression: those most
+	// correlated with it before the change are kept. 0 = 6.
+	MaxParents int
+	// Alpha is the false discovery rate for the Benjamini–Hochberg step.
+	// 0 = 0.05.
+	Alpha float64
+	// MinShift is the residual level shift, in units of the residual's
+	// pre-change interquartile range, a candidate needs to count as
+	// anomalous. 0 = 2.
+	MinShift float64
+	// HACLag is the Newey–West lag of the shift test; 0 = ⌈√n⌉, long enough
+	// for the minutes-long autocorrelation of serving metrics at 15 s steps
+	// (the usual 4(n/100)^(2/9) is 5 at n = 480 and overstates significance
+	// there).
+	HACLag int
+}
+
+// Ranked is one candidate's result.
+type Ranked struct {
+	Name, Metric string
+	// Node is the graph node ("" when unmapped) and Family its
+	// Benjamini–Hochberg family.
+	Node, Family string
+	Labels       map[string]string
+	// Rank is 1 for the most likely root cause.
+	Rank int
+	// Score is the RHT score: the BARO robust score of the candidate's
+	// residual after regressing it on its graph parents over the points
+	// before the change point (see Rank). For a candidate without parent
+	// series it equals BARO.
+	Score float64
+	// BARO is the plain robust score of the candidate itself
+	// (causal.RobustScores).
+	BARO float64
+	// Shift is the sustained part of the residual r's change: the farther
+	// of the lower and upper quartile of r after the change point from
+	// median(r_before), over IQR(r_before). Unlike the median it still sees
+	// a fault that covers only a quarter of the window after a change point
+	// detected early.
+	Shift float64
+	// At is the index where Score is attained.
+	At int
+	// PValue tests "the residual's mean did not shift at the change point"
+	// (OLS of r on a step, Newey–West errors, normal reference); QValue is
+	// its Benjamini–Hochberg adjustment within Family.
+	PValue, QValue float64
+	// Anomalous is QValue ≤ Alpha and Shift ≥ MinShift.
+	Anomalous bool
+	// Explained names an anomalous candidate upstream of this one in the
+	// graph (same group), which explains its change; "" if none.
+	Explained string
+	// Parents are the parent series the regression used.
+	Parents []string
+}
+
+// Result is a root-cause ranking.
+type Result struct {
+	// ChangePoint is the first index of the anomalous window and
+	// ChangeProb BOCPD's probability for it (NaN when it was given).
+	ChangePoint int
+	ChangeProb  float64
+	// Ranking holds every candidate, most likely root cause first.
+	Ranking []Ranked
+	// Baseline is plain BARO over the same candidates and change point.
+	Baseline []causal.RobustScore
+	Graph    *Graph
+}
+
+const minBefore = 8 // points a regression needs before the change point
+
+// Rank ranks root-cause candidates for a change in target (for example a
+// model's P99 or mean latency):
+//
+//  1. The change point c is BOCPD's most likely one on the target
+//     (causal.BOCPD) unless Options.ChangePoint gives it.
+//  2. Each candidate x is mapped to a graph node (NodeFor) and regressed, by
+//     OLS over t < c, on the series of its node's graph parents in its
+//     group (regression-based hypothesis testing, Li et al., "Causal
+//     Inference-Based Root Cause Analysis for Online Service Systems with
+//     Intervention Recognition", KDD 2022):
+//     x_t = a + Σ_j b_j·p_{j,t} + r_t. The fit predicts x for every t and
+//     r_t = x_t − x̂_t: a change of x that its parents explain leaves r
+//     unchanged.
+//  3. Score = max_{t ≥ c} |r_t − median(r_{<c})| / IQR(r_{<c}) (BARO's
+//     robust score on the residual), Shift = max(|Q25(r_{≥c}) − m|,
+//     |Q75(r_{≥c}) − m|) / IQR(r_{<c}) with m = median(r_{<c}), and a
+//     Newey–West test of a mean shift of r at c gives a p-value, adjusted
+//     by Benjamini–Hochberg within each node family.
+//  4. A candidate is anomalous when QValue ≤ Alpha and Shift ≥ MinShift,
+//     and explained when an anomalous candidate sits upstream of it in the
+//     graph (in its group): descendant adjustment. A fault enters the graph
+//     somewhere and moves everything downstream; the regression cannot
+//     always tell (a parent that never varied before the change teaches it
+//     nothing, and queues grow nonlinearly), but the graph can.
+//  5. Ranking: anomalous and unexplained first, by Shift (a fault moves
+//     its root cause for as long as it lasts; a noisy series crosses the
+//     threshold by a little, and its one-point maximum says less), then
+//     anomalous and explained, then the rest, both by Score; ties go
+//     upstream first (graph level), then to input order.
+//
+// Candidates must be aligned with target (one value per target point).
+// Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
+// ErrLength for a misaligned candidate, ErrTooShort when fewer than 8
+// points precede the change point or fewer than 3 follow it, ErrArgument
+// for a candidate mapped to a node not in the graph.
+func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error) {
+	g := opts.Graph
+	if g == nil {
+		g = ServingGraph()
+	}
+	groupLabels := opts.GroupLabels
+	if groupLabels == nil {
+		groupLabels = []string{"instance"}
+	}
+	maxParents := opts.MaxParents
+	if maxParents <= 0 {
+		maxParents = 6
+	}
+	alpha := opts.Alpha
+	if alpha <= 0 {
+		alpha = 0.05
+	}
+	minShift := opts.MinShift
+	if minShift <= 0 {
+		minShift = 2
+	}
+	n := len(target.Values)
+	if err := checkSeries(target, n); err != nil {
+		return nil, fmt.Errorf("rank: target: %w", err)
+	}
+	series := make([]causal.Series, len(cands))
+	for i, c := range cands {
+		series[i] = causal.Series{Name: c.Name, Values: c.Values}
+		if err := checkSeries(series[i], n); err != nil {
+			return nil, fmt.Errorf("rank: candidate %d: %w", i, err)
+		}
+	}
+	res := &Result{Graph: g, ChangePoint: opts.ChangePoint, ChangeProb: math.NaN()}
+	if res.ChangePoint <= 0 {
+		cp, p, err := ChangePoint(target, opts)
+		if err != nil {
+			return nil, fmt.Errorf("rank: %w", err)
+		}
+		res.ChangePoint, res.ChangeProb = cp, p
+	}
+	cp := res.ChangePoint
+	if cp < minBefore || n-cp < 3 {
+		return nil, fmt.Errorf("rank: change point %d of %d points leaves %d before and %d after, need %d and 3: %w",
+			cp, n, cp, n-cp, minBefore, causal.ErrTooShort)
+	}
+	if len(cands) == 0 {
+		return res, nil
+	}
+	base, err := causal.RobustScores(series, cp, false)
+	if err != nil {
+		return nil, fmt.Errorf("rank: %w", err)
+	}
+	res.Baseline = base
+	baro := make(map[string]float64, len(base))
+	for _, b := range base {
+		baro[b.Name] = b.Score
+	}
+
+	// Node, family and group of every candidate.
+	rk := make([]Ranked, len(cands))
+	groups := make([]string, len(cands))
+	byNode := map[string][]int{}
+	for i, c := range cands {
+		node := c.Node
+		if node == "" {
+			node, _ = NodeFor(c.Metric, c.Labels)
+		}
+		fam := FamilyOther
+		if node != "" {
+			nd, ok := g.Node(node)
+			if !ok {
+				return nil, fmt.Errorf("rank: candidate %q: node %q is not in the graph: %w", c.Name, node, causal.ErrArgument)
+			}
+			fam = nd.Family
+			byNode[node] = append(byNode[node], i)
+		}
+		rk[i] = Ranked{Name: c.Name, Metric: c.Metric, Node: node, Family: fam, Labels: c.Labels, BARO: baro[c.Name]}
+		groups[i] = groupKey(c.Labels, groupLabels)
+	}
+	linked := func(i, j int) bool {
+		return groups[i] == "" || groups[j] == "" || groups[i] == groups[j]
+	}
+
+	st := newStats(n, cp)
+	hacLag := opts.HACLag
+	if hacLag <= 0 {
+		hacLag = int(math.Ceil(math.Sqrt(float64(n))))
+	}
+	for i, c := range cands {
+		var parents []int
+		if rk[i].Node != "" {
+			for _, pn := range g.Parents(rk[i].Node) {
+				for _, j := range byNode[pn] {
+					if linked(i, j) {
+						parents = append(parents, j)
+					}
+				}
+			}
+		}
+		resid, used := st.residual(c.Values, cands, parents, maxParents)
+		for _, j := range used {
+			rk[i].Parents = append(rk[i].Parents, cands[j].Name)
+		}
+		rk[i].Score, rk[i].At, rk[i].Shift = st.robust(resid, st.scale(c.Values)*1e-6)
+		rk[i].PValue = st.shiftTest(resid, hacLag)
+	}
+
+	// Benjamini–Hochberg within each family.
+	fams := map[string][]int{}
+	for i := range rk {
+		fams[rk[i].Family] = append(fams[rk[i].Family], i)
+	}
+	for _, idx := range fams {
+		p := make([]float64, len(idx))
+		for k, i := range idx {
+			p[k] = rk[i].PValue
+		}
+		q, err := causal.BenjaminiHochberg(p)
+		if err != nil {
+			return nil, fmt.Errorf("rank: BUG: %w", err)
+		}
+		for k, i := range idx {
+			rk[i].QValue = q[k]
+			rk[i].Anomalous = q[k] <= alpha && rk[i].Shift >= minShift
+		}
+	}
+
+	// Descendant adjustment: an anomalous candidate upstream explains.
+	for i := range rk {
+		if rk[i].Node == "" {
+			continue
+		}
+		anc := g.Ancestors(rk[i].Node)
+		best := -1
+		for j := range rk {
+			if j == i || !rk[j].Anomalous || !anc[rk[j].Node] || !linked(i, j) {
+				continue
+			}
+			if best < 0 || rk[j].Score > rk[best].Score {
+				best = j
+			}
+		}
+		if best >= 0 {
+			rk[i].Explained = rk[best].Name
+		}
+	}
+	tier := func(r *Ranked) int {
+		switch {
+		case r.Anomalous && r.Explained == "":
+			return 0
+		case r.Anomalous:
+			return 1
+		}
+		return 2
+	}
+	order := make([]int, len(rk))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ra, rb := &rk[a], &rk[b]
+		if c := cmp.Compare(tier(ra), tier(rb)); c != 0 {
+			return c
+		}
+		if tier(ra) == 0 {
+			if c := cmp.Compare(rb.Shift, ra.Shift); c != 0 {
+				return c
+			}
+		}
+		if c := cmp.Compare(rb.Score, ra.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(g.Level(ra.Node), g.Level(rb.Node))
+	})
+	res.Ranking = make([]Ranked, len(rk))
+	for k, i := range order {
+		res.Ranking[k] = rk[i]
+		res.Ranking[k].Rank = k + 1
+	}
+	return res, nil
+}
+
+// ChangePoint returns the onset of the change in target and its
+// probability (causal.BOCPDResult.ChangeProb): among the indices that leave
+// at least opts.MinBefore points (default max(8, n/5)) before and 3 after,
+// the earliest whose BOCPD change probability (opts.Detect) is at least 0.9
+// times the largest. An incident often builds up (a queue grows, then
+// spills): the onset, not the most violent later jump, is where its root
+// cause moved, and the baseline must end there.
+//
+// Errors: ErrNaN; ErrTooShort when no index qualifies.
+func ChangePoint(target causal.Series, opts Options) (int, float64, error) {
+	n := len(target.Values)
+	lo := opts.MinBefore
+	if lo <= 0 {
+		lo = max(minBefore, n/5)
+	}
+	if lo > n-3 {
+		return 0, 0, fmt.Errorf("change point: target %q has %d points, need %d before a change and 3 after: %w",
+			target.Name, n, lo, causal.ErrTooShort)
+	}
+	det, err := causal.BOCPD(target, opts.Detect)
+	if err != nil {
+		return 0, 0, fmt.Errorf("change point: %w", err)
+	}
+	best := lo
+	for s := lo; s <= n-3; s++ {
+		if det.ChangeProb[s] > det.ChangeProb[best] {
+			best = s
+		}
+	}
+	for s := lo; s < best; s++ {
+		if det.ChangeProb[s] >= 0.9*det.ChangeProb[best] {
+			return s, det.ChangeProb[s], nil
+		}
+	}
+	return best, det.ChangeProb[best], nil
+}
+
+// checkSeries checks that s has n finite values.
+func checkSeries(s causal.Series, n int) error {
+	if len(s.Values) != n {
+		return fmt.Errorf("series %q has %d points, the target %d: %w", s.Name, len(s.Values), n, causal.ErrLength)
+	}
+	for i, v := range s.Values {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("series %q: value %v at index %d: %w", s.Name, v, i, causal.ErrNaN)
+		}
+	}
+	return nil
+}
+
+func groupKey(lbls map[string]string, names []string) string {
+	var b strings.Builder
+	for _, n := range names {
+		if v := lbls[n]; v != "" {
+			b.WriteString(n)
+			b.WriteByte('=')
+			b.WriteString(v)
+			b.WriteByte(0)
+		}
+	}
+	return b.String()
+}
+
+// stats holds the scratch space of one ranking.
+type stats struct {
+	n, cp   int
+	sorted  []float64
+	resid   []float64
+	step    []float64
+	predict []float64
+}
+
+func newStats(n, cp int) *stats {
+	step := make([]float64, n)
+	for t := cp; t < n; t++ {
+		step[t] = 1
+	}
+	return &stats{n: n, cp: cp, sorted: make([]float64, n), resid: make([]float64, n), step: step, predict: make([]float64, n)}
+}
+
+// residual regresses x on the candidates in parents over t < cp and returns
+// x − x̂ over all t (a fresh slice) and the parents used: at most max, those
+// with the largest |correlation| with x before cp, skipping parents that
+// are constant there or collinear with those already chosen. Without usable
+// parents the residual is x itself.
+func (s *stats) residual(x []float64, cands []Candidate, parents []int, maxP int) ([]float64, []int) {
+	pre := x[:s.cp]
+	type pc struct {
+		j int
+		r float64
+	}
+	var ranked []pc
+	for _, j := range parents {
+		r, ok := corr(pre, cands[j].Values[:s.cp])
+		if ok {
+			ranked = append(ranked, pc{j, math.Abs(r)})
+		}
+	}
+	slices.SortStableFunc(ranked, func(a, b pc) int { return cmp.Compare(b.r, a.r) })
+	limit := min(maxP, s.cp-3) // leave residual degrees of freedom
+	var used []int
+	var cols []causal.Series
+	var fit *causal.OLSResult
+	for _, p := range ranked {
+		if len(used) >= limit {
+			break
+		}
+		try := append(cols, causal.Series{Name: cands[p.j].Name, Values: cands[p.j].Values[:s.cp]})
+		f, err := causal.OLS(causal.Series{Name: "x", Values: pre}, try, true)
+		if err != nil {
+			if errors.Is(err, causal.ErrSingular) {
+				continue // collinear with the parents already chosen
+			}
+			break
+		}
+		cols, fit = try, f
+		used = append(used, p.j)
+	}
+	out := make([]float64, s.n)
+	if fit == nil {
+		copy(out, x)
+		return out, nil
+	}
+	for t := range s.n {
+		v := fit.Coef[0]
+		for k, j := range used {
+			v += fit.Coef[k+1] * cands[j].Values[t]
+		}
+		out[t] = x[t] - v
+	}
+	return out, used
+}
+
+// scale is the interquartile range of x before the change point.
+func (s *stats) scale(x []float64) float64 {
+	pre := s.sorted[:s.cp]
+	copy(pre, x[:s.cp])
+	slices.Sort(pre)
+	return quantileSorted(pre, 0.75) - quantileSorted(pre, 0.25)
+}
+
+// robust returns BARO's score of r at the change point, its index, and the
+// shift (see Ranked.Shift) in the same units. The scale is the IQR of r
+// before the change, but at least floor: a child its parents explain
+// exactly (e2e = TTFT + decode) leaves a residual of rounding errors, whose
+// spread must not become the unit.
+func (s *stats) robust(r []float64, floor float64) (score float64, at int, shift float64) {
+	pre := s.sorted[:s.cp]
+	copy(pre, r[:s.cp])
+	slices.Sort(pre)
+	med := quantileSorted(pre, 0.5)
+	iqr := max(quantileSorted(pre, 0.75)-quantileSorted(pre, 0.25), floor)
+	if iqr < 10*0x1p-52 {
+		iqr = 1 // as causal.RobustScores: a flat series is scored in its own units
+	}
+	score, at = math.Inf(-1), s.cp
+	for t := s.cp; t < s.n; t++ {
+		if z := math.Abs(r[t]-med) / iqr; z > score {
+			score, at = z, t
+		}
+	}
+	post := s.sorted[s.cp:]
+	copy(post, r[s.cp:])
+	slices.Sort(post)
+	shift = math.Max(math.Abs(quantileSorted(post, 0.25)-med), math.Abs(quantileSorted(post, 0.75)-med)) / iqr
+	return score, at, shift
+}
+
+// shiftTest returns the two-sided p-value of b in r_t = a + b·1[t ≥ cp] + e_t
+// with Newey–West errors at lag L; 1 when r is constant, 0 when r is
+// constant on each side but shifts.
+func (s *stats) shiftTest(r []float64, lag int) float64 {
+	fit, err := causal.OLS(causal.Series{Name: "residual", Values: r}, []causal.Series{{Name: "step", Values: s.step}}, true)
+	if err != nil {
+		return 1
+	}
+	if fit.RSS == 0 {
+		if fit.Coef[1] == 0 {
+			return 1
+		}
+		return 0
+	}
+	hac, err := fit.HAC(min(lag, s.n-1), false)
+	if err != nil || !(hac.StdErr[1] > 0) {
+		return 1
+	}
+	z := fit.Coef[1] / hac.StdErr[1]
+	return 2 * distuv.UnitNormal.Survival(math.Abs(z))
+}
+
+// corr is the Pearson correlation of a and b; ok is false when either is
+// constant.
+func corr(a, b []float64) (float64, bool) {
+	var ma, mb float64
+	for i := range a {
+		ma += a[i]
+		mb += b[i]
+	}
+	ma /= float64(len(a))
+	mb /= float64(len(b))
+	var sab, saa, sbb float64
+	for i := range a {
+		da, db := a[i]-ma, b[i]-mb
+		sab += da * db
+		saa += da * da
+		sbb += db * db
+	}
+	if saa == 0 || sbb == 0 {
+		return 0, false
+	}
+	return sab / math.Sqrt(saa*sbb), true
+}
+
+// quantileSorted is numpy's linear percentile of sorted s at p ∈ [0, 1].
+func quantileSorted(s []float64, p float64) float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	h := p * float64(len(s)-1)
+	i := int(h)
+	if i+1 >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[i] + (h-float64(i))*(s[i+1]-s[i])
+}
