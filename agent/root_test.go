@@ -253,7 +253,11 @@ evidence: {url: %q, interval: 300ms, top_n: 4}
 	if seen != uint64(calls) {
 		t.Errorf("evidence saw %d calls, the caller made %d", seen, calls)
 	}
-	if d := latency - slowest; d > 1e-3 || d < -1e-3 {
-		t.Errorf("slowest call in evidence %.6f s, caller measured %.6f s", latency, slowest)
+	// The probe times the call inside the library; the caller's own timing
+	// adds the probe's overhead and scheduling, which grow on a loaded
+	// machine. So: at least the longest sleep the fake library makes (5 ms),
+	// at most the caller's slowest plus 1 ms.
+	if latency < 0.005 || latency > slowest+1e-3 {
+		t.Errorf("slowest call in evidence %.6f s, want between 0.005 s and the caller's slowest %.6f s + 1 ms", latency, slowest)
 	}
 }
