@@ -219,6 +219,7 @@ func serve(args []string) error {
 		recs.Register(r)
 		attribution.Register(r)
 		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, db, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, db)).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
