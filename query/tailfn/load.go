@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -63,7 +64,7 @@ func WindowAt(ms []*labels.Matcher, end time.Time, rng time.Duration) Window {
 func RecordMatchers(ms []*labels.Matcher) ([]*labels.Matcher, error) {
 	out := make([]*labels.Matcher, 0, len(ms))
 	for _, m := range ms {
-		if m.Name != labels.MetricName {
+		if m.Name != model.MetricNameLabel {
 			out = append(out, m)
 			continue
 		}
@@ -135,10 +136,27 @@ type Population struct {
 	ClampedMax float64
 }
 
+// ColumnSource is a RecordSource that also reads records column by column,
+// decoding only the fields asked for; *records.Store implements it. Its
+// SelectColumns returns the records Select returns, in the same order,
+// with the same values bit for bit (see records.Store.SelectColumns).
+type ColumnSource interface {
+	RecordSource
+	SelectColumns(ctx context.Context, mint, maxt int64, want records.Columns, ms ...*labels.Matcher) (*records.ColumnBatch, error)
+}
+
 // Load reads the records of w into columns. visit, when non-nil, sees every
 // record before it is copied (the report reads labels through it); it must
 // not keep the pointer.
+//
+// Without visit, a ColumnSource is read through SelectColumns, which
+// decodes only the stage and TTFT columns: for an hour of a fleet it is an
+// order of magnitude faster than materialising every record. The result is
+// the same either way.
 func Load(ctx context.Context, src RecordSource, w Window, visit func(*records.Record)) (Population, error) {
+	if cs, ok := src.(ColumnSource); ok && visit == nil {
+		return loadColumns(ctx, cs, w)
+	}
 	it := src.Select(ctx, w.Mint, w.Maxt, w.Matchers...)
 	defer it.Close()
 	var cols [records.NumStages][]float64
@@ -166,6 +184,33 @@ func Load(ctx context.Context, src RecordSource, w Window, visit func(*records.R
 		return Population{}, fmt.Errorf("load records: %w", err)
 	}
 	pop.Requests = reqs
+	return pop, nil
+}
+
+// loadColumns is Load through SelectColumns. The batch's columns become
+// the population's without a copy.
+func loadColumns(ctx context.Context, src ColumnSource, w Window) (Population, error) {
+	b, err := src.SelectColumns(ctx, w.Mint, w.Maxt, records.ColumnStages|records.ColumnTTFT, w.Matchers...)
+	if err != nil {
+		return Population{}, fmt.Errorf("select records: %w", err)
+	}
+	var pop Population
+	other := b.Stages[records.StageOther]
+	for i, o := range other {
+		if o < 0 {
+			pop.Clamped++
+			pop.ClampedMax = math.Max(pop.ClampedMax, -o)
+			other[i] = 0
+		}
+	}
+	reqs, err := attribution.NewRequests(StageNames, b.Stages[:])
+	if err != nil {
+		return Population{}, fmt.Errorf("load records: %w", err)
+	}
+	pop.Requests = reqs
+	if b.Len > 0 {
+		pop.TTFT = b.TTFT
+	}
 	return pop, nil
 }
 

@@ -8,7 +8,10 @@
 //
 // In: batches of Record from ingest through Store.Append.
 // Out: Store.Select, a time-ordered stream of the records in a time range
-// that match Prometheus label matchers.
+// that match Prometheus label matchers; and Store.SelectColumns, the same
+// records in the same order as a ColumnBatch holding only the fields asked
+// for, for callers that aggregate (tail attribution reads stages and TTFT
+// of a million records without materialising one Record).
 //
 // Invariants: Append returns only after every record of the batch is in a
 // fsynced write-ahead log; a crash loses no record whose Append returned, and

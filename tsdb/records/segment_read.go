@@ -60,62 +60,7 @@ func decodeBody(raw []byte, h *segmentHeader) (*segCols, error) {
 	n := int(h.Count)
 	c := &segCols{n: n}
 	d := decoder{b: raw}
-
-	nsym := d.uvarint("symbol count")
-	if d.err == nil && nsym > uint64(len(d.b)) {
-		d.fail("symbol count %d exceeds body", nsym)
-	}
-	var syms []string
-	if d.err == nil {
-		syms = make([]string, nsym)
-	}
-	for i := range syms {
-		syms[i] = d.string("symbol")
-		if d.err == nil && i > 0 && syms[i] <= syms[i-1] {
-			d.fail("symbol %d %q not after %q", i, syms[i], syms[i-1])
-		}
-	}
-	nset := d.uvarint("label set count")
-	if d.err == nil && nset > uint64(len(d.b)) {
-		d.fail("label set count %d exceeds body", nset)
-	}
-	if d.err == nil {
-		c.sets = make([]labels.Labels, nset)
-	}
-	sym := func(field string) string {
-		ref := d.uvarint(field)
-		if d.err == nil && ref >= uint64(len(syms)) {
-			d.fail("%s ref %d out of %d symbols", field, ref, len(syms))
-		}
-		if d.err != nil {
-			return ""
-		}
-		return syms[ref]
-	}
-	for s := range c.sets {
-		np := d.uvarint("label pair count")
-		if d.err == nil && np > uint64(len(d.b))/2 {
-			d.fail("label set %d: %d pairs exceed body", s, np)
-		}
-		if d.err != nil {
-			break
-		}
-		b := labels.NewScratchBuilder(int(np))
-		prev := ""
-		for p := range int(np) {
-			name, value := sym("label name"), sym("label value")
-			switch {
-			case d.err != nil:
-			case name == "" || value == "":
-				d.fail("label set %d: empty name or value (%q=%q)", s, name, value)
-			case p > 0 && name <= prev:
-				d.fail("label set %d: %q not after %q", s, name, prev)
-			}
-			prev = name
-			b.Add(name, value)
-		}
-		c.sets[s] = b.Labels()
-	}
+	c.sets = decodeLabelSets(&d)
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -139,41 +84,145 @@ func decodeBody(raw []byte, h *segmentHeader) (*segCols, error) {
 	return c, nil
 }
 
+// decodeLabelSets reads the symbol and label-set tables at the front of a raw
+// body. On error it returns nil with d.err set.
+func decodeLabelSets(d *decoder) []labels.Labels {
+	nsym := d.uvarint("symbol count")
+	if d.err == nil && nsym > uint64(len(d.b)) {
+		d.fail("symbol count %d exceeds body", nsym)
+	}
+	var syms []string
+	if d.err == nil {
+		syms = make([]string, nsym)
+	}
+	for i := range syms {
+		syms[i] = d.string("symbol")
+		if d.err == nil && i > 0 && syms[i] <= syms[i-1] {
+			d.fail("symbol %d %q not after %q", i, syms[i], syms[i-1])
+		}
+	}
+	nset := d.uvarint("label set count")
+	if d.err == nil && nset > uint64(len(d.b)) {
+		d.fail("label set count %d exceeds body", nset)
+	}
+	var sets []labels.Labels
+	if d.err == nil {
+		sets = make([]labels.Labels, nset)
+	}
+	sym := func(field string) string {
+		ref := d.uvarint(field)
+		if d.err == nil && ref >= uint64(len(syms)) {
+			d.fail("%s ref %d out of %d symbols", field, ref, len(syms))
+		}
+		if d.err != nil {
+			return ""
+		}
+		return syms[ref]
+	}
+	for s := range sets {
+		np := d.uvarint("label pair count")
+		if d.err == nil && np > uint64(len(d.b))/2 {
+			d.fail("label set %d: %d pairs exceed body", s, np)
+		}
+		if d.err != nil {
+			break
+		}
+		b := labels.NewScratchBuilder(int(np))
+		prev := ""
+		for p := range int(np) {
+			name, value := sym("label name"), sym("label value")
+			switch {
+			case d.err != nil:
+			case name == "" || value == "":
+				d.fail("label set %d: empty name or value (%q=%q)", s, name, value)
+			case p > 0 && name <= prev:
+				d.fail("label set %d: %q not after %q", s, name, prev)
+			}
+			prev = name
+			b.Add(name, value)
+		}
+		sets[s] = b.Labels()
+	}
+	if d.err != nil {
+		return nil
+	}
+	return sets
+}
+
+// decodeTimes decodes the delta-of-delta time column of n rows and checks
+// that the times are ordered and span exactly [h.MinT, h.MaxT].
+func decodeTimes(data []byte, n int, h *segmentHeader) ([]int64, error) {
+	if n == 0 {
+		return nil, fmt.Errorf("no rows")
+	}
+	d := decoder{b: data}
+	times := make([]int64, n)
+	var prevD int64
+	for k := range n {
+		v := d.varint("time")
+		switch k {
+		case 0:
+			times[0] = v
+		case 1:
+			prevD = v
+			times[1] = times[0] + v
+		default:
+			prevD += v
+			times[k] = times[k-1] + prevD
+		}
+		if d.err == nil && k > 0 && times[k] < times[k-1] {
+			d.fail("time %d of row %d before %d", times[k], k, times[k-1])
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	if times[0] != h.MinT || times[n-1] != h.MaxT {
+		return nil, fmt.Errorf("times span [%d, %d], header says [%d, %d]", times[0], times[n-1], h.MinT, h.MaxT)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%d bytes left over", len(d.b))
+	}
+	return times, nil
+}
+
+// decodeSetIDs decodes the label-set column of n rows; every id must index
+// one of nsets label sets.
+func decodeSetIDs(data []byte, n, nsets int) ([]uint32, error) {
+	d := decoder{b: data}
+	ids := make([]uint32, n)
+	for k := range n {
+		v := d.uvarint("label set id")
+		if d.err == nil && v >= uint64(nsets) {
+			d.fail("row %d: label set %d out of %d", k, v, nsets)
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+		ids[k] = uint32(v)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%d bytes left over", len(d.b))
+	}
+	return ids, nil
+}
+
 func (c *segCols) decodeColumn(col int, data []byte, h *segmentHeader) error {
 	n := c.n
 	d := decoder{b: data}
 	switch {
 	case col == colTime:
-		c.times = make([]int64, n)
-		var prevD int64
-		for k := range n {
-			v := d.varint("time")
-			switch k {
-			case 0:
-				c.times[0] = v
-			case 1:
-				prevD = v
-				c.times[1] = c.times[0] + v
-			default:
-				prevD += v
-				c.times[k] = c.times[k-1] + prevD
-			}
-			if d.err == nil && k > 0 && c.times[k] < c.times[k-1] {
-				d.fail("time %d of row %d before %d", c.times[k], k, c.times[k-1])
-			}
+		var err error
+		if c.times, err = decodeTimes(data, n, h); err != nil {
+			return err
 		}
-		if d.err == nil && (c.times[0] != h.MinT || c.times[n-1] != h.MaxT) {
-			d.fail("times span [%d, %d], header says [%d, %d]", c.times[0], c.times[n-1], h.MinT, h.MaxT)
-		}
+		return nil
 	case col == colLabelSet:
-		c.setIDs = make([]uint32, n)
-		for k := range n {
-			v := d.uvarint("label set id")
-			if d.err == nil && v >= uint64(len(c.sets)) {
-				d.fail("row %d: label set %d out of %d", k, v, len(c.sets))
-			}
-			c.setIDs[k] = uint32(v)
+		var err error
+		if c.setIDs, err = decodeSetIDs(data, n, len(c.sets)); err != nil {
+			return err
 		}
+		return nil
 	case col == colTraceID:
 		bm := d.bytes((n+7)/8, "trace bitmap")
 		if d.err != nil {

@@ -32,12 +32,21 @@ type RecordIterator interface {
 // while the iterator runs is skipped: its records are past retention.
 func (s *Store) Select(ctx context.Context, mint, maxt int64, matchers ...*labels.Matcher) RecordIterator {
 	it := &storeIterator{ctx: ctx, mint: mint, maxt: maxt, matchers: matchers, i: -1}
+	it.parts, it.err = s.snapshot(mint, maxt)
+	return it
+}
+
+// snapshot lists, per partition in time order, the segments that overlap
+// [mint, maxt] and the head records held at this moment. Both stay valid
+// without the lock: segments are immutable and the head is a prefix of an
+// append-only slice.
+func (s *Store) snapshot(mint, maxt int64) ([]partSnap, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		it.err = ErrClosed
-		return it
+		return nil, ErrClosed
 	}
+	var parts []partSnap
 	for _, p := range s.sortedParts() {
 		if p.start+s.dur <= mint || p.start > maxt {
 			continue
@@ -52,10 +61,10 @@ func (s *Store) Select(ctx context.Context, mint, maxt int64, matchers ...*label
 			snap.head = p.head.recs[:len(p.head.recs):len(p.head.recs)]
 		}
 		if len(snap.segs) > 0 || len(snap.head) > 0 {
-			it.parts = append(it.parts, snap)
+			parts = append(parts, snap)
 		}
 	}
-	return it
+	return parts, nil
 }
 
 type partSnap struct {
