@@ -36,6 +36,7 @@ import (
 	"github.com/tailroot/tailroot/agent/remote"
 	"github.com/tailroot/tailroot/agent/rw"
 	"github.com/tailroot/tailroot/agent/scrape"
+	"github.com/tailroot/tailroot/agent/symbolize"
 	"github.com/tailroot/tailroot/bpf"
 	"github.com/tailroot/tailroot/bpf/cuda"
 )
@@ -76,6 +77,7 @@ type Agent struct {
 	kern     *kernel.Collector
 	gpuColl  *gpu.Collector
 	timeline *evidence.Timeline
+	stacks   *evidence.Stacks
 	evClient *evidence.Client
 	procs    procinfo.Reader
 
@@ -196,21 +198,37 @@ func (a *Agent) openEBPF() {
 		Syscalls: e.Syscalls.On(), CUDA: e.CUDA.On(), GIL: e.GIL.On(), CUDASymbols: e.CUDA.Symbols,
 		Selector: sel, RescanInterval: a.cfg.Procs.RescanInterval.D(), Logger: a.log,
 	}
-	if a.cfg.Evidence.On() && opts.CUDA {
-		clock, err := bpf.NewClock()
-		if err == nil {
-			a.timeline = evidence.NewTimeline(a.cfg.Evidence.TopN, a.cfg.Evidence.MaxProcesses)
-			a.timeline.Info = a.processInfo
-			a.evClient = &evidence.Client{URL: a.cfg.Evidence.URL, Headers: a.cfg.Server.Headers}
-			opts.OnCUDACall = func(pid uint32, ev *cuda.Event) { a.timeline.Add(pid, evidence.CallFromEvent(ev, clock)) }
-		} else {
-			a.log.Warn("evidence: no clock; CUDA timelines disabled", "err", err)
+	if a.cfg.Evidence.On() {
+		a.evClient = &evidence.Client{URL: a.cfg.Evidence.URL, Headers: a.cfg.Server.Headers}
+		if opts.CUDA {
+			clock, err := bpf.NewClock()
+			if err == nil {
+				a.timeline = evidence.NewTimeline(a.cfg.Evidence.TopN, a.cfg.Evidence.MaxProcesses)
+				a.timeline.Info = a.processInfo
+				opts.OnCUDACall = func(pid uint32, ev *cuda.Event) { a.timeline.Add(pid, evidence.CallFromEvent(ev, clock)) }
+			} else {
+				a.log.Warn("evidence: no clock; CUDA timelines disabled", "err", err)
+			}
+		}
+		if minLat := a.cfg.Evidence.StackMinLatency.D(); minLat > 0 && (opts.RunQueue || opts.Syscalls) {
+			// One heap per probe: offcpu, runqueue, syscalls.
+			a.stacks = evidence.NewStacks(a.cfg.Evidence.TopN, 3)
+			a.stacks.Info = a.processInfo
+			a.stacks.Symbolizer = &symbolize.Symbolizer{}
+			a.stacks.Kallsyms = func() (*symbolize.Kallsyms, error) {
+				k, err := evidence.ReadKallsyms()
+				if err != nil {
+					a.log.Warn("evidence: kernel frames stay unsymbolized", "err", err)
+				}
+				return k, err
+			}
+			opts.SlowEvents, opts.Slow = minLat, a.stacks
 		}
 	}
 	k, err := kernel.Open(opts)
 	if err != nil {
 		a.log.Warn("ebpf: kernel probes disabled: "+err.Error(), "hint", "needs root and a kernel with BTF")
-		a.timeline = nil
+		a.timeline, a.stacks = nil, nil
 		return
 	}
 	for _, s := range k.Status() {
@@ -275,7 +293,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer colls.Done()
 		a.flushLoop(stop)
 	}()
-	if a.timeline != nil {
+	if a.timeline != nil || a.stacks != nil {
 		colls.Add(1)
 		go func() {
 			defer colls.Done()
@@ -389,8 +407,8 @@ func (a *Agent) appendSeries(ss []collect.Series) error {
 	return err
 }
 
-// evidenceLoop pushes the CUDA timeline every evidence interval. A server
-// without the endpoint is logged once.
+// evidenceLoop pushes the CUDA timelines and the stacks of slow events
+// every evidence interval. A server without the endpoint is logged once.
 func (a *Agent) evidenceLoop(stop <-chan struct{}) {
 	tick := time.NewTicker(a.cfg.Evidence.Interval.D())
 	defer tick.Stop()
@@ -400,8 +418,7 @@ func (a *Agent) evidenceLoop(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case now := <-tick.C:
-			items, dropped := a.timeline.Drain(now.UTC(), a.cfg.Node)
-			a.m.evidenceDropped.Add(float64(dropped))
+			items := a.drainEvidence(now.UTC())
 			if len(items) == 0 {
 				continue
 			}
@@ -419,6 +436,21 @@ func (a *Agent) evidenceLoop(stop <-chan struct{}) {
 			a.m.evidence.WithLabelValues("sent").Add(float64(len(items)))
 		}
 	}
+}
+
+// drainEvidence ends the interval of the timeline and the stack keeper.
+func (a *Agent) drainEvidence(now time.Time) []evidence.Evidence {
+	var items []evidence.Evidence
+	if a.timeline != nil {
+		var dropped uint64
+		items, dropped = a.timeline.Drain(now, a.cfg.Node)
+		a.m.evidenceDropped.Add(float64(dropped))
+	}
+	if a.stacks != nil {
+		st, _ := a.stacks.Drain(now, a.cfg.Node) // at most 3 probes: none dropped
+		items = append(items, st...)
+	}
+	return items
 }
 
 func (a *Agent) processInfo(pid uint32) evidence.Process {

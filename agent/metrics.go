@@ -87,6 +87,8 @@ var (
 	descProbeErrors = prometheus.NewDesc("tailroot_agent_probe_errors_total", "eBPF probe failures (per-process attach failures, map read errors).", []string{"probe"}, nil)
 	descGPUDropped  = prometheus.NewDesc("tailroot_agent_gpu_samples_dropped_total", "GPU samples dropped because the buffer between collections was full.", nil, nil)
 	descGPUErrors   = prometheus.NewDesc("tailroot_agent_gpu_errors_total", "Failed GPU backend reads.", nil, nil)
+	descSlowDropped = prometheus.NewDesc("tailroot_agent_slow_events_dropped_total", "Slow events (with stacks) the kernel could not send because the ring buffer was full.", nil, nil)
+	descStacksLost  = prometheus.NewDesc("tailroot_agent_evidence_stacks_lost_total", "Stacks of kept slow events that could not be read (not captured, or cleared before being read).", nil, nil)
 )
 
 func (p *probeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -94,6 +96,8 @@ func (p *probeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descProbeErrors
 	ch <- descGPUDropped
 	ch <- descGPUErrors
+	ch <- descSlowDropped
+	ch <- descStacksLost
 }
 
 func (p *probeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -107,6 +111,11 @@ func (p *probeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for name, n := range k.ProbeErrors() {
 			ch <- prometheus.MustNewConstMetric(descProbeErrors, prometheus.CounterValue, float64(n), name)
+		}
+		if p.a.stacks != nil {
+			st := k.SlowStats()
+			ch <- prometheus.MustNewConstMetric(descSlowDropped, prometheus.CounterValue, float64(st.Dropped))
+			ch <- prometheus.MustNewConstMetric(descStacksLost, prometheus.CounterValue, float64(st.StacksLost))
 		}
 	}
 	if g := p.a.gpuColl; g != nil {

@@ -72,6 +72,53 @@ type Report struct {
 	Upload   *UploadInfo `json:"upload,omitempty"`
 }
 
+// ReportEvidenceLimit is the most stacks, and the most CUDA timelines, a
+// report lists in kernel_factors: the slowest of its window.
+const ReportEvidenceLimit = 20
+
+// EvidenceSource supplies a report's kernel_factors: evidence items
+// (agent/EVIDENCE.md) whose time spans overlap [start, end], slowest first,
+// at most limit stacks and limit CUDA timelines. The evidence covers every
+// node; the report's selector, which matches request labels, does not
+// filter it.
+type EvidenceSource interface {
+	WindowEvidence(ctx context.Context, start, end time.Time, limit int) (stacks, timelines []json.RawMessage, err error)
+}
+
+// RecordsWithEvidence returns src, a non-nil record source, carrying ev:
+// NewAttribution given it fills the kernel_factors of reports from ev.
+func RecordsWithEvidence(src tailfn.RecordSource, ev EvidenceSource) tailfn.RecordSource {
+	return evidenceRecords{src, ev}
+}
+
+type evidenceRecords struct {
+	tailfn.RecordSource
+	ev EvidenceSource
+}
+
+// kernelFactors reads the window's evidence when the record source carries
+// an EvidenceSource. A failure is a warning: the breakdown stands without
+// it.
+func (a *Attribution) kernelFactors(ctx context.Context, rep *Report, start, end time.Time) {
+	rep.KernelFactors.EBPFStackTrace = []json.RawMessage{}
+	rep.KernelFactors.CUDAKernelTimeline = []json.RawMessage{}
+	er, ok := a.src.(evidenceRecords)
+	if !ok || er.ev == nil {
+		return
+	}
+	stacks, timelines, err := er.ev.WindowEvidence(ctx, start, end, ReportEvidenceLimit)
+	if err != nil {
+		rep.Warnings = append(rep.Warnings, "kernel_factors: evidence unavailable: "+err.Error())
+		return
+	}
+	if stacks != nil {
+		rep.KernelFactors.EBPFStackTrace = stacks
+	}
+	if timelines != nil {
+		rep.KernelFactors.CUDAKernelTimeline = timelines
+	}
+}
+
 // ReportHeatRow is one latency band of a report's heat table.
 type ReportHeatRow struct {
 	Band        string         `json:"band"`
@@ -272,8 +319,6 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 			rep.HeatTable = append(rep.HeatTable, hr)
 		}
 	}
-	rep.KernelFactors.EBPFStackTrace = []json.RawMessage{}
-	rep.KernelFactors.CUDAKernelTimeline = []json.RawMessage{}
 	rep.PromptHash = promptHash(r.FormValue("prompt_template"), seen.prompt)
 	rep.Reproducibility.TailrootVersion = a.opts.Build.Version
 	rep.Reproducibility.TailrootCommit = a.opts.Build.Revision
@@ -281,6 +326,7 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	rep.Reproducibility.KernelVersion = a.opts.KernelVersion()
 	rep.Reproducibility.InferenceRuntime = a.runtimes(r.Context(), seen, win)
 	rep.Warnings = append([]string{}, d.warnings...)
+	a.kernelFactors(r.Context(), rep, start, end)
 	return rep, nil
 }
 

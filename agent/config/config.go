@@ -235,15 +235,21 @@ type Target struct {
 	HonorLabels bool `yaml:"honor_labels"`
 }
 
-// Evidence configures evidence pushes (CUDA call timelines).
+// Evidence configures evidence pushes (CUDA call timelines, stacks of
+// slow events).
 type Evidence struct {
 	Enabled  *bool    `yaml:"enabled"`
 	URL      string   `yaml:"url"`
 	Interval Duration `yaml:"interval"`
-	// TopN is how many slowest calls per process and interval are kept.
+	// TopN is how many slowest calls per process, and slowest stacks per
+	// probe, are kept each interval.
 	TopN int `yaml:"top_n"`
 	// MaxProcesses bounds the processes per interval.
 	MaxProcesses int `yaml:"max_processes"`
+	// StackMinLatency is the shortest off-CPU time, run-queue delay or
+	// system call of a selected process whose stacks are captured (the
+	// runqueue and syscalls probes); 0 captures none.
+	StackMinLatency Duration `yaml:"stack_min_latency"`
 }
 
 // On reports whether evidence is pushed (default true).
@@ -265,7 +271,7 @@ func Default() Config {
 		EBPF:     EBPF{Interval: Duration(10 * time.Second)},
 		GPU:      GPU{Backend: "nvml", SampleInterval: Duration(100 * time.Millisecond), ProcessInterval: Duration(time.Second), Interval: Duration(time.Second)},
 		Scrape:   Scrape{Interval: Duration(15 * time.Second), Timeout: Duration(10 * time.Second)},
-		Evidence: Evidence{Interval: Duration(10 * time.Second), TopN: 32, MaxProcesses: 64},
+		Evidence: Evidence{Interval: Duration(10 * time.Second), TopN: 32, MaxProcesses: 64, StackMinLatency: Duration(5 * time.Millisecond)},
 	}
 }
 
@@ -362,6 +368,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GPU.Backend != "nvml" {
 		return fmt.Errorf("config: gpu.backend %q: only nvml is available", c.GPU.Backend)
+	}
+	if c.Evidence.StackMinLatency < 0 {
+		return fmt.Errorf("config: evidence.stack_min_latency %v is negative", c.Evidence.StackMinLatency.D())
 	}
 	if c.Evidence.TopN <= 0 || c.Evidence.MaxProcesses <= 0 {
 		return fmt.Errorf("config: evidence.top_n %d and evidence.max_processes %d must be positive", c.Evidence.TopN, c.Evidence.MaxProcesses)

@@ -51,6 +51,7 @@ func TestParseFull(t *testing.T) {
 	check("target 1 interval = scrape.interval", c.Scrape.Targets[1].Interval.D(), 10*time.Second)
 	check("target 0 label", c.Scrape.Targets[0].Labels["model"], "llama-3-70b")
 	check("evidence.top_n", c.Evidence.TopN, 16)
+	check("evidence.stack_min_latency", c.Evidence.StackMinLatency.D(), 2*time.Millisecond)
 	check("evidence.url derived", c.Evidence.URL, "http://tailroot.monitoring:9490/api/v1/evidence")
 }
 
@@ -85,6 +86,7 @@ func TestParseErrors(t *testing.T) {
 		{"label name", "external_labels:\n  '1x': y\n", "1x"},
 		{"reserved label", "scrape:\n  targets:\n    - {job: a, url: 'http://a/m', labels: {__name__: x}}\n", "__name__"},
 		{"zero interval", "ebpf:\n  interval: 0s\n", "ebpf.interval"},
+		{"negative stack latency", "evidence:\n  stack_min_latency: -1ms\n", "negative"},
 		{"backoff order", "queue:\n  min_backoff: 10s\n  max_backoff: 1s\n", "max_backoff"},
 		{"not yaml", "queue: [\n", "config"},
 	} {

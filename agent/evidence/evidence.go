@@ -1,12 +1,14 @@
 // Package evidence collects the concrete events behind a latency report
-// (the slowest CUDA calls of each process, stacks once the probes capture
-// them) and pushes them to tailroot as JSON (agent/EVIDENCE.md is the
-// contract).
+// (the slowest CUDA calls of each process, the slowest events of each
+// stack-capturing probe with their stacks) and pushes them to tailroot as
+// JSON (agent/EVIDENCE.md is the contract).
 //
-// In: CUDA call events from bpf/cuda. Out: Evidence items, at most TopN
-// calls for each of at most MaxProcesses processes per interval, POSTed
-// to {server}/api/v1/evidence. Memory is bounded by TopN × MaxProcesses
-// whatever the event rate; what is left out is counted, not queued.
+// In: CUDA call events from bpf/cuda; slow events with raw stacks from
+// bpf/runqlat and bpf/syscalls. Out: Evidence items, at most TopN calls for
+// each of at most MaxProcesses processes per interval (Timeline) and TopN
+// symbolized stacks per probe (Stacks), POSTed to {server}/api/v1/evidence.
+// Memory is bounded by those products whatever the event rate; what is
+// left out is counted, not queued.
 package evidence
 
 import (
@@ -56,14 +58,17 @@ type Evidence struct {
 	Time        time.Time `json:"time"` // end of the interval the item covers
 	Node        string    `json:"node"`
 	PID         uint32    `json:"pid"`
+	TID         uint32    `json:"tid,omitempty"` // stack: the thread of the event
 	Comm        string    `json:"comm,omitempty"`
 	ContainerID string    `json:"container_id,omitempty"`
 	PodUID      string    `json:"pod_uid,omitempty"`
-	Probe       string    `json:"probe,omitempty"` // which probe found it ("cuda", "runqueue", …)
-	Latency     float64   `json:"latency"`         // seconds: the slowest event of the item
-	Frames      []Frame   `json:"frames"`          // stack, innermost first; empty for a timeline
-	Calls       []Call    `json:"calls,omitempty"` // cuda_timeline: the kept calls by start time
-	Seen        uint64    `json:"seen,omitempty"`  // cuda_timeline: calls of the process in the interval
+	Probe       string    `json:"probe,omitempty"`  // which probe found it ("cuda", "runqueue", …)
+	Detail      string    `json:"detail,omitempty"` // stack: what the event was ("nanosleep" for syscalls)
+	Start       time.Time `json:"start,omitzero"`   // stack: wall time the event began
+	Latency     float64   `json:"latency"`          // seconds: the slowest event of the item
+	Frames      []Frame   `json:"frames"`           // stack, innermost first; empty for a timeline
+	Calls       []Call    `json:"calls,omitempty"`  // cuda_timeline: the kept calls by start time
+	Seen        uint64    `json:"seen,omitempty"`   // cuda_timeline: calls of the process in the interval
 }
 
 // Batch is the body of one POST.

@@ -75,7 +75,8 @@ func goldenBatch() Batch {
 			},
 		},
 		{
-			Kind: KindStack, Time: at, Node: "gpu-node-7", PID: 4242, Comm: "python3", Probe: "runqueue", Latency: 0.0051,
+			Kind: KindStack, Time: at, Node: "gpu-node-7", PID: 4242, TID: 4250, Comm: "python3", Probe: "syscalls", Detail: "futex",
+			Start: at.Add(-6500 * time.Millisecond), Latency: 0.0051,
 			Frames: FromSymbolized([]symbolize.Frame{
 				{Address: 0x7f3a2b3c4d5e, Module: "/usr/lib/x86_64-linux-gnu/libc.so.6", Function: "__futex_abstimed_wait_common", Offset: 0x3e},
 				{Address: 0x55d0c0ffee00, Module: "/usr/bin/python3.11"},

@@ -3,9 +3,11 @@
 // latencies, counters for counts, labelled with pid, comm, cgroup and the
 // container and pod the cgroup path names.
 //
-// In: probe maps, read at each Collect, and CUDA ring-buffer events, read
-// continuously. Out: collect.Series (metric names in agent/README.md) and
-// CUDA calls handed to an evidence sink. Loading needs root; a probe that
+// In: probe maps, read at each Collect, and CUDA and slow-event ring
+// buffers, read continuously. Out: collect.Series (metric names in
+// agent/README.md), CUDA calls handed to an evidence sink, and slow events
+// (off-CPU, run-queue, system calls) with their raw stacks handed to a
+// SlowSink. Loading needs root; a probe that
 // fails to load is reported once by Open's caller and left out, the others
 // run. Per-process probes follow the processes a procinfo.Selector picks,
 // rescanned every RescanInterval.
@@ -93,6 +95,12 @@ type Options struct {
 	// OnCUDACall receives every CUDA call event of a selected process, from
 	// the reader goroutine of that process. Nil discards events.
 	OnCUDACall func(pid uint32, ev *cuda.Event)
+	// SlowEvents is the shortest off-CPU time, run-queue delay (RunQueue)
+	// and system call (Syscalls) of a selected process handed to Slow with
+	// its stacks. Zero or negative, or a nil Slow, captures no stacks.
+	SlowEvents time.Duration
+	// Slow receives slow events from one goroutine per probe.
+	Slow SlowSink
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -124,6 +132,7 @@ type Collector struct {
 	probeErrs  map[string]uint64
 	devNames   map[blockio.Dev]string
 	readers    sync.WaitGroup
+	slow       []*slowReader
 	closed     bool
 	lastErrMsg map[string]string
 }
@@ -159,9 +168,14 @@ func Open(opts Options) (*Collector, error) {
 	}
 	var err error
 	asked := 0
+	slowOn := opts.Slow != nil && opts.SlowEvents > 0
 	if opts.RunQueue {
 		asked++
-		c.runq, err = runqlat.Load(runqlat.DefaultOptions())
+		ro := runqlat.DefaultOptions()
+		if slowOn {
+			ro.SlowEvents = opts.SlowEvents
+		}
+		c.runq, err = runqlat.Load(ro)
 		note(probeRunQueue, err)
 		if err == nil && opts.PerCgroup {
 			if c.cg, err = bpf.NewCgroupResolver(""); err != nil {
@@ -181,7 +195,11 @@ func Open(opts Options) (*Collector, error) {
 	}
 	if opts.Syscalls {
 		asked++
-		c.sys, err = syscalls.Load(syscalls.DefaultOptions())
+		so := syscalls.DefaultOptions()
+		if slowOn {
+			so.SlowEvents = opts.SlowEvents
+		}
+		c.sys, err = syscalls.Load(so)
 		note(probeSyscalls, err)
 	}
 	// CUDA and GIL probes attach per process, at the first rescan.
@@ -195,6 +213,7 @@ func Open(opts Options) (*Collector, error) {
 		c.Close()
 		return nil, fmt.Errorf("ebpf: no probe loaded: %w", errors.Join(statusErrs(c.status)...))
 	}
+	c.startSlow()
 	return c, nil
 }
 
@@ -248,6 +267,7 @@ func (c *Collector) Collect(_ context.Context, now time.Time, dst []collect.Seri
 		c.rescanLocked()
 		c.lastScan = now
 	}
+	c.clearStacksLocked()
 	t := collect.Millis(now)
 	var errs []error
 	for _, read := range []func(int64, []collect.Series) ([]collect.Series, error){

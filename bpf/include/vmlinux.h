@@ -53,6 +53,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_HASH = 5,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_STACK_TRACE = 7,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 	BPF_MAP_TYPE_TASK_STORAGE = 29,
@@ -111,6 +112,7 @@ struct task_struct {
 	pid_t pid;            /* thread id */
 	pid_t tgid;           /* process id */
 	struct css_set *cgroups;
+	char comm[16]; /* thread name (TASK_COMM_LEN) */
 } __attribute__((preserve_access_index));
 
 /* Kernels before 5.14 named the state field "state". */

@@ -13,6 +13,12 @@
  * For watched processes the time from switch-out to the next switch-in of
  * each thread (off-CPU time: blocked plus run-queue wait) is recorded too.
  *
+ * Slow events (include/slow.h): for watched threads, the user and kernel
+ * stacks are taken at switch-out (the tracepoint runs in the context of the
+ * thread being switched out, so they are where it stopped: the blocking
+ * call, or the code it was preempted in). At switch-in an off-CPU time or a
+ * run-queue delay of at least slow_min_ns is sent with those stacks.
+ *
  * All three attach as tp_btf (BTF-typed raw tracepoints): no tracefs needed,
  * typed arguments, and no perf-event tracepoint overhead.
  */
@@ -21,6 +27,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "hist.h"
+#include "slow.h"
 
 #define TASK_RUNNING 0
 
@@ -33,12 +40,19 @@ struct {
 	__type(value, u64); /* ns, CLOCK_MONOTONIC */
 } runnable_since SEC(".maps");
 
-/* Thread id -> CLOCK_MONOTONIC ns it was switched out (watched only). */
+/* A watched thread's last switch-out. */
+struct switched_out {
+	u64 ts;         /* ns, CLOCK_MONOTONIC */
+	s32 user_stack; /* id in stacks, or -errno; -1 when capture is off */
+	s32 kern_stack; /* id in stacks, or -errno; -1 when capture is off */
+};
+
+/* Thread id -> its last switch-out (watched only). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
-	__type(key, u32);   /* thread id */
-	__type(value, u64); /* ns, CLOCK_MONOTONIC */
+	__type(key, u32); /* thread id */
+	__type(value, struct switched_out);
 } offcpu_since SEC(".maps");
 
 /* Processes to watch, written from user space. */
@@ -122,15 +136,25 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	u32 next_tid = BPF_CORE_READ(next, pid);
 	u32 next_tgid = BPF_CORE_READ(next, tgid);
 	u64 now = bpf_ktime_get_ns();
-	u64 *since, cgid;
+	u64 *since, cgid, runq_start = 0, runq_delay = 0;
+	struct switched_out out, *so;
 	bool next_watched;
 
 	if (prev_tid != 0) {
 		/* Preempted, or yielded while runnable: back on the run queue. */
 		if (preempt || task_state(prev) == TASK_RUNNING)
 			bpf_map_update_elem(&runnable_since, &prev_tid, &now, BPF_ANY);
-		if (is_watched(prev_tgid))
-			bpf_map_update_elem(&offcpu_since, &prev_tid, &now, BPF_ANY);
+		if (is_watched(prev_tgid)) {
+			out.ts = now;
+			out.user_stack = -1;
+			out.kern_stack = -1;
+			if (slow_on()) {
+				/* current is prev here: its stacks. */
+				out.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+				out.kern_stack = bpf_get_stackid(ctx, &stacks, 0);
+			}
+			bpf_map_update_elem(&offcpu_since, &prev_tid, &out, BPF_ANY);
+		}
 	}
 
 	if (next_tid == 0)
@@ -141,8 +165,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (since) {
 		u64 delta = now - *since;
 
+		runq_start = *since;
 		bpf_map_delete_elem(&runnable_since, &next_tid);
 		if ((s64)delta >= 0) {
+			runq_delay = delta;
 			cgid = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
 			hist_add(&cgroup_runq, &cgid, delta);
 			if (next_watched)
@@ -151,13 +177,24 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	}
 
 	if (next_watched) {
-		since = bpf_map_lookup_elem(&offcpu_since, &next_tid);
-		if (since) {
-			u64 delta = now - *since;
+		so = bpf_map_lookup_elem(&offcpu_since, &next_tid);
+		if (so) {
+			u64 delta = now - so->ts;
 
+			out = *so;
 			bpf_map_delete_elem(&offcpu_since, &next_tid);
-			if ((s64)delta >= 0)
+			if ((s64)delta >= 0) {
 				hist_add(&pid_offcpu, &next_tgid, delta);
+				if (slow_on()) {
+					slow_submit(SLOW_OFFCPU, next_tgid, next_tid, out.ts, delta,
+						    out.user_stack, out.kern_stack, 0, next);
+					/* The wait for a CPU ended the off-CPU time;
+					 * the stacks are still where the thread stopped. */
+					if (runq_delay)
+						slow_submit(SLOW_RUNQUEUE, next_tgid, next_tid, runq_start,
+							    runq_delay, out.user_stack, out.kern_stack, 0, next);
+				}
+			}
 		}
 	}
 	return 0;

@@ -19,6 +19,13 @@ type runqlatHist struct {
 	SumNs uint64
 }
 
+type runqlatSwitchedOut struct {
+	_         structs.HostLayout
+	Ts        uint64
+	UserStack int32
+	KernStack int32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -28,10 +35,14 @@ const (
 	runqlatMapPidOffcpu       = "pid_offcpu"
 	runqlatMapPidRunq         = "pid_runq"
 	runqlatMapRunnableSince   = "runnable_since"
+	runqlatMapSlowDropped     = "slow_dropped"
+	runqlatMapSlowEvents      = "slow_events"
+	runqlatMapStacks          = "stacks"
 	runqlatMapWatched         = "watched"
 	runqlatProgSchedSwitch    = "sched_switch"
 	runqlatProgSchedWakeup    = "sched_wakeup"
 	runqlatProgSchedWakeupNew = "sched_wakeup_new"
+	runqlatVarSlowMinNs       = "slow_min_ns"
 	runqlatVarZeroHist        = "zero_hist"
 )
 
@@ -91,6 +102,9 @@ type runqlatMapSpecs struct {
 	PidOffcpu     *ebpf.MapSpec `ebpf:"pid_offcpu"`
 	PidRunq       *ebpf.MapSpec `ebpf:"pid_runq"`
 	RunnableSince *ebpf.MapSpec `ebpf:"runnable_since"`
+	SlowDropped   *ebpf.MapSpec `ebpf:"slow_dropped"`
+	SlowEvents    *ebpf.MapSpec `ebpf:"slow_events"`
+	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
 	Watched       *ebpf.MapSpec `ebpf:"watched"`
 }
 
@@ -98,7 +112,8 @@ type runqlatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type runqlatVariableSpecs struct {
-	ZeroHist *ebpf.VariableSpec `ebpf:"zero_hist"`
+	SlowMinNs *ebpf.VariableSpec `ebpf:"slow_min_ns"`
+	ZeroHist  *ebpf.VariableSpec `ebpf:"zero_hist"`
 }
 
 // runqlatObjects contains all objects after they have been loaded into the kernel.
@@ -126,6 +141,9 @@ type runqlatMaps struct {
 	PidOffcpu     *ebpf.Map `ebpf:"pid_offcpu"`
 	PidRunq       *ebpf.Map `ebpf:"pid_runq"`
 	RunnableSince *ebpf.Map `ebpf:"runnable_since"`
+	SlowDropped   *ebpf.Map `ebpf:"slow_dropped"`
+	SlowEvents    *ebpf.Map `ebpf:"slow_events"`
+	Stacks        *ebpf.Map `ebpf:"stacks"`
 	Watched       *ebpf.Map `ebpf:"watched"`
 }
 
@@ -136,6 +154,9 @@ func (m *runqlatMaps) Close() error {
 		m.PidOffcpu,
 		m.PidRunq,
 		m.RunnableSince,
+		m.SlowDropped,
+		m.SlowEvents,
+		m.Stacks,
 		m.Watched,
 	)
 }
@@ -144,7 +165,8 @@ func (m *runqlatMaps) Close() error {
 //
 // It can be passed to loadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type runqlatVariables struct {
-	ZeroHist *ebpf.Variable `ebpf:"zero_hist"`
+	SlowMinNs *ebpf.Variable `ebpf:"slow_min_ns"`
+	ZeroHist  *ebpf.Variable `ebpf:"zero_hist"`
 }
 
 // runqlatPrograms contains all programs after they have been loaded into the kernel.

@@ -8,11 +8,18 @@
  * Both tracepoints fire for every system call on the machine, so the first
  * thing each program does is the watched-process lookup; the benchmark in
  * syscalls_bench_test.go measures what that costs unwatched processes.
+ *
+ * Slow events (include/slow.h): a call of a watched thread lasting at least
+ * slow_min_ns is sent with the thread's user stack, taken at sys_exit (the
+ * user registers are those of the call site until the return to user
+ * space). The kernel stack at sys_exit is only the exit path, so none is
+ * taken.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "hist.h"
+#include "slow.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -78,19 +85,21 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct entered *e;
 	struct sys_stats *s;
 	struct sys_key key;
-	u64 delta;
+	u64 delta, start, pid_tgid;
 	s64 nr;
 
 	/* Only watched threads have storage: one cheap lookup for the rest. */
 	e = bpf_task_storage_get(&in_syscall, bpf_get_current_task_btf(), 0, 0);
 	if (!e || e->ts == 0)
 		return 0;
-	delta = bpf_ktime_get_ns() - e->ts;
+	start = e->ts;
+	delta = bpf_ktime_get_ns() - start;
 	nr = e->nr;
 	e->ts = 0;
 	if (nr < 0)
 		return 0; /* -1: no system call (ptrace, seccomp skip) */
-	key.tgid = bpf_get_current_pid_tgid() >> 32;
+	pid_tgid = bpf_get_current_pid_tgid();
+	key.tgid = pid_tgid >> 32;
 	key.nr = (u32)nr;
 
 	s = bpf_map_lookup_elem(&syscalls, &key);
@@ -103,6 +112,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	hist_record(&s->lat, delta);
 	if (ret < 0 && ret >= -4095)
 		__sync_fetch_and_add(&s->errors, 1);
+	if (slow_on() && delta >= slow_min_ns)
+		slow_submit(SLOW_SYSCALL, key.tgid, (u32)pid_tgid, start, delta,
+			    bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK), -1, key.nr, NULL);
 	return 0;
 }
 

@@ -1,10 +1,16 @@
 // Package syscalls measures system call latency (raw_syscalls sys_enter to
 // sys_exit) per watched process and syscall number, with tp_btf programs.
+//
+// With Options.SlowEvents set, calls of watched processes that last at
+// least that long are also sent one by one with the user stack of the
+// call site (read them with [Probe.Slow]).
 package syscalls
 
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 
@@ -19,10 +25,22 @@ type Options struct {
 	// MaxEntries bounds the (process, syscall) histograms; calls that
 	// would need another one are not counted. Zero means 16384.
 	MaxEntries uint32
+	// SlowEvents is the shortest call of a watched process sent as a
+	// slow event with its user stack. Zero or negative sends none.
+	SlowEvents time.Duration
+	// MaxStacks bounds the distinct stacks held between
+	// SlowReader.ClearStacks calls. Zero means 4096 (2 MiB of map).
+	MaxStacks uint32
+	// RingBufferBytes is the slow event ring buffer size: a power of two
+	// and a multiple of the page size. Zero means 256 KiB (4096 events).
+	RingBufferBytes uint32
 }
 
-// DefaultOptions returns the sizes used for zero fields.
-func DefaultOptions() Options { return Options{MaxPIDs: 1024, MaxEntries: 16384} }
+// DefaultOptions returns the sizes used for zero fields; slow events are
+// off.
+func DefaultOptions() Options {
+	return Options{MaxPIDs: 1024, MaxEntries: 16384, MaxStacks: 4096, RingBufferBytes: 256 << 10}
+}
 
 // Key identifies one histogram: struct sys_key of syscalls.bpf.c.
 type Key struct {
@@ -55,6 +73,7 @@ func (s *Stats) UnmarshalBinary(b []byte) error {
 type Probe struct {
 	objs  syscallsObjects
 	links []link.Link
+	slow  *bpf.SlowReader
 }
 
 // Load loads the programs and attaches them to raw_syscalls sys_enter and
@@ -67,20 +86,35 @@ func Load(opts Options) (*Probe, error) {
 	if err := probe.SetMaxEntries(spec, "watched", opts.MaxPIDs); err != nil {
 		return nil, err
 	}
-	if err := probe.SetMaxEntries(spec, "syscalls", opts.MaxEntries); err != nil {
+	for name, n := range map[string]uint32{"syscalls": opts.MaxEntries, "stacks": opts.MaxStacks, "slow_events": opts.RingBufferBytes} {
+		if err := probe.SetMaxEntries(spec, name, n); err != nil {
+			return nil, err
+		}
+	}
+	if err := probe.SetSlowThreshold(spec, opts.SlowEvents); err != nil {
 		return nil, err
 	}
 	p := &Probe{}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		return nil, fmt.Errorf("load syscalls: %w", err)
 	}
+	if opts.SlowEvents > 0 {
+		if p.slow, err = bpf.NewSlowReader(p.objs.SlowEvents, p.objs.Stacks, p.objs.SlowDropped); err != nil {
+			p.objs.Close()
+			return nil, fmt.Errorf("syscalls: %w", err)
+		}
+	}
 	p.links, err = probe.AttachRawTP(p.objs.SysEnter, p.objs.SysExit)
 	if err != nil {
-		p.objs.Close()
+		_ = p.Close()
 		return nil, fmt.Errorf("syscalls: %w", err)
 	}
 	return p, nil
 }
+
+// Slow returns the reader of slow calls and their user stacks, or nil when
+// Options.SlowEvents was not set. Kind: bpf.SlowSyscall, Detail the number.
+func (p *Probe) Slow() *bpf.SlowReader { return p.slow }
 
 // Watch starts measuring process pid's system calls.
 func (p *Probe) Watch(pid int) error { return probe.Watch(p.objs.Watched, pid) }
@@ -128,7 +162,11 @@ func (p *Probe) Stats() (map[Key]Stats, error) {
 
 // Close detaches the programs and frees the maps.
 func (p *Probe) Close() error {
-	err := probe.CloseAll(p.links, &p.objs)
+	closers := []io.Closer{&p.objs}
+	if p.slow != nil {
+		closers = append([]io.Closer{p.slow}, closers...)
+	}
+	err := probe.CloseAll(p.links, closers...)
 	p.links = nil
 	if err != nil {
 		return fmt.Errorf("close syscalls: %w", err)

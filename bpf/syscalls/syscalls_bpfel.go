@@ -45,13 +45,17 @@ type syscallsSysStats struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	syscallsMapInSyscall = "in_syscall"
-	syscallsMapSyscalls  = "syscalls"
-	syscallsMapWatched   = "watched"
-	syscallsProgSysEnter = "sys_enter"
-	syscallsProgSysExit  = "sys_exit"
-	syscallsVarZeroHist  = "zero_hist"
-	syscallsVarZeroStats = "zero_stats"
+	syscallsMapInSyscall   = "in_syscall"
+	syscallsMapSlowDropped = "slow_dropped"
+	syscallsMapSlowEvents  = "slow_events"
+	syscallsMapStacks      = "stacks"
+	syscallsMapSyscalls    = "syscalls"
+	syscallsMapWatched     = "watched"
+	syscallsProgSysEnter   = "sys_enter"
+	syscallsProgSysExit    = "sys_exit"
+	syscallsVarSlowMinNs   = "slow_min_ns"
+	syscallsVarZeroHist    = "zero_hist"
+	syscallsVarZeroStats   = "zero_stats"
 )
 
 // loadSyscalls returns the embedded CollectionSpec for syscalls.
@@ -104,15 +108,19 @@ type syscallsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsMapSpecs struct {
-	InSyscall *ebpf.MapSpec `ebpf:"in_syscall"`
-	Syscalls  *ebpf.MapSpec `ebpf:"syscalls"`
-	Watched   *ebpf.MapSpec `ebpf:"watched"`
+	InSyscall   *ebpf.MapSpec `ebpf:"in_syscall"`
+	SlowDropped *ebpf.MapSpec `ebpf:"slow_dropped"`
+	SlowEvents  *ebpf.MapSpec `ebpf:"slow_events"`
+	Stacks      *ebpf.MapSpec `ebpf:"stacks"`
+	Syscalls    *ebpf.MapSpec `ebpf:"syscalls"`
+	Watched     *ebpf.MapSpec `ebpf:"watched"`
 }
 
 // syscallsVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscallsVariableSpecs struct {
+	SlowMinNs *ebpf.VariableSpec `ebpf:"slow_min_ns"`
 	ZeroHist  *ebpf.VariableSpec `ebpf:"zero_hist"`
 	ZeroStats *ebpf.VariableSpec `ebpf:"zero_stats"`
 }
@@ -137,14 +145,20 @@ func (o *syscallsObjects) Close() error {
 //
 // It can be passed to loadSyscallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsMaps struct {
-	InSyscall *ebpf.Map `ebpf:"in_syscall"`
-	Syscalls  *ebpf.Map `ebpf:"syscalls"`
-	Watched   *ebpf.Map `ebpf:"watched"`
+	InSyscall   *ebpf.Map `ebpf:"in_syscall"`
+	SlowDropped *ebpf.Map `ebpf:"slow_dropped"`
+	SlowEvents  *ebpf.Map `ebpf:"slow_events"`
+	Stacks      *ebpf.Map `ebpf:"stacks"`
+	Syscalls    *ebpf.Map `ebpf:"syscalls"`
+	Watched     *ebpf.Map `ebpf:"watched"`
 }
 
 func (m *syscallsMaps) Close() error {
 	return _SyscallsClose(
 		m.InSyscall,
+		m.SlowDropped,
+		m.SlowEvents,
+		m.Stacks,
 		m.Syscalls,
 		m.Watched,
 	)
@@ -154,6 +168,7 @@ func (m *syscallsMaps) Close() error {
 //
 // It can be passed to loadSyscallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscallsVariables struct {
+	SlowMinNs *ebpf.Variable `ebpf:"slow_min_ns"`
 	ZeroHist  *ebpf.Variable `ebpf:"zero_hist"`
 	ZeroStats *ebpf.Variable `ebpf:"zero_stats"`
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/tailroot/tailroot/query/builtin"
 	simrequests "github.com/tailroot/tailroot/sim/requests"
 	"github.com/tailroot/tailroot/tsdb"
+	"github.com/tailroot/tailroot/tsdb/evidence"
 )
 
 // bytesFlag parses sizes such as 512MB or 1GiB, as Prometheus flags do.
@@ -59,6 +60,7 @@ type serveConfig struct {
 	otlp                                 ingest.OTLPOptions
 	seriesLabels, promoteAttrs           string
 	reportS3                             api.S3Options
+	evidence                             evidence.Options
 	shutdownTimeout                      time.Duration
 }
 
@@ -76,6 +78,9 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "serve the TSDB admin endpoints (delete_series, snapshot, clean_tombstones)")
 	fs.StringVar(&c.logLevel, "log.level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.simulate, "simulate", false, "feed the server from the built-in vLLM workload simulator")
+	c.evidence = evidence.DefaultOptions()
+	fs.StringVar(&c.evidence.Dir, "evidence.dir", "", "directory of the evidence store (stacks, CUDA timelines); empty means <data-dir>/evidence")
+	fs.DurationVar(&c.evidence.Retention, "evidence.retention", c.evidence.Retention, "how long evidence is kept; 0 keeps it forever")
 	fs.StringVar(&c.reportS3.Endpoint, "attribution.report-s3.endpoint", "", "host[:port] of an S3-compatible service that attribution reports are uploaded to (report?upload=true); empty disables uploads")
 	fs.StringVar(&c.reportS3.Bucket, "attribution.report-s3.bucket", "", "bucket for attribution reports")
 	fs.StringVar(&c.reportS3.Prefix, "attribution.report-s3.prefix", "", "key prefix for attribution reports")
@@ -210,13 +215,28 @@ func serve(args []string) error {
 		}
 		uploader = u
 	}
-	attribution := api.NewAttribution(engine, db, recs.Store(), api.AttributionOptions{
+	if c.evidence.Dir == "" {
+		c.evidence.Dir = filepath.Join(c.dataDir, "evidence")
+	}
+	c.evidence.Logger = logger.With("component", "evidence")
+	evStore, err := evidence.Open(c.evidence)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := evStore.Close(); err != nil {
+			logger.Error("close evidence store", "err", err)
+		}
+	}()
+	evAPI := api.NewEvidence(evStore, api.EvidenceOptions{Logger: logger.With("component", "evidence"), Registerer: reg})
+	attribution := api.NewAttribution(engine, db, api.RecordsWithEvidence(recs.Store(), evAPI), api.AttributionOptions{
 		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
 		Uploader: uploader,
 		Logger:   logger.With("component", "attribution"),
 	})
 	extra := func(r *mux.Router) {
 		recs.Register(r)
+		evAPI.Register(r)
 		attribution.Register(r)
 		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, db, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, db)).Methods(http.MethodGet, http.MethodPost)

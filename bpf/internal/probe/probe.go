@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -74,6 +75,23 @@ func SetMaxEntries(spec *ebpf.CollectionSpec, name string, n uint32) error {
 		return fmt.Errorf("BUG: map %q not in object", name)
 	}
 	m.MaxEntries = n
+	return nil
+}
+
+// SetSlowThreshold writes the slow_min_ns constant of include/slow.h:
+// events at least d long are sent; d <= 0 turns slow events off.
+func SetSlowThreshold(spec *ebpf.CollectionSpec, d time.Duration) error {
+	v, ok := spec.Variables["slow_min_ns"]
+	if !ok {
+		return errors.New("BUG: variable slow_min_ns not in object")
+	}
+	ns := ^uint64(0) // SLOW_OFF
+	if d > 0 {
+		ns = uint64(d.Nanoseconds())
+	}
+	if err := v.Set(ns); err != nil {
+		return fmt.Errorf("set slow_min_ns: %w", err)
+	}
 	return nil
 }
 

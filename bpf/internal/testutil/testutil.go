@@ -4,12 +4,15 @@
 package testutil
 
 import (
+	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/cilium/ebpf/rlimit"
@@ -116,4 +119,70 @@ func BuildC(tb testing.TB, dir, out string, sources []string, extra ...string) s
 		tb.Fatalf("gcc %v: %v\n%s", args, err, b)
 	}
 	return dst
+}
+
+// SlowPath is a running testdata/slowpath.c: a process whose function
+// slow_path_sleep sleeps in a nanosleep system call made from inside it.
+type SlowPath struct {
+	Cmd *exec.Cmd
+	// Start and End bound slow_path_sleep at run time: the address the
+	// program prints and the symbol size from its ELF symbol table.
+	Start, End uint64
+	stdin      io.WriteCloser
+}
+
+// StartSlowPath builds testdata/slowpath.c with frame pointers and starts
+// it for n calls of ms milliseconds each (n == 0: until killed). The calls
+// begin at Go; the process is killed when the test ends. It skips tb when
+// not on x86-64 (the program writes the system call out) or without gcc.
+func StartSlowPath(tb testing.TB, n, ms int) *SlowPath {
+	tb.Helper()
+	if runtime.GOARCH != "amd64" {
+		tb.Skip("testdata/slowpath.c makes its system call in x86-64 assembly")
+	}
+	exe := BuildC(tb, tb.TempDir(), "slowpath", []string{"slowpath.c"}, "-fno-omit-frame-pointer")
+	f, err := elf.Open(exe)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var size uint64
+	for _, s := range syms {
+		if s.Name == "slow_path_sleep" {
+			size = s.Size
+		}
+	}
+	if size == 0 {
+		tb.Fatal("slowpath: no slow_path_sleep in .symtab")
+	}
+	p := &SlowPath{Cmd: exec.Command(exe, strconv.Itoa(n), strconv.Itoa(ms))}
+	p.stdin, _ = p.Cmd.StdinPipe()
+	out, _ := p.Cmd.StdoutPipe()
+	if err := p.Cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Cmd.Process.Kill(); p.Cmd.Wait() })
+	var addr uint64
+	if _, err := fmt.Fscanf(out, "%x\n", &addr); err != nil {
+		tb.Fatalf("slowpath: read address: %v", err)
+	}
+	p.Start, p.End = addr, addr+size
+	return p
+}
+
+// Go starts the calls.
+func (p *SlowPath) Go() { p.stdin.Close() }
+
+// Contains reports whether some address of a stack lies in slow_path_sleep.
+func (p *SlowPath) Contains(stack []uint64) bool {
+	for _, a := range stack {
+		if a >= p.Start && a < p.End {
+			return true
+		}
+	}
+	return false
 }
