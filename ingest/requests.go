@@ -529,13 +529,14 @@ func (p *Records) flushSeries(full bool) {
 	if now-p.lastFull >= p.opts.RefreshInterval.Milliseconds() {
 		full = true
 	}
-	app := p.app.AppenderV2(context.Background())
-	ts := p.d.nextTimestamp(now)
-	_, err := p.d.flush(app, ts, full)
-	if err == nil {
-		err = app.Commit()
-	} else {
-		_ = app.Rollback()
+	err := p.appendDerived(now, full)
+	if isTimestampCollision(err) {
+		// The derived series already hold a sample at or after this
+		// timestamp: a previous process flushed in the same milliseconds
+		// before a crash lost its last timestamp. Counters are cumulative,
+		// so writing the whole state a second later is exact.
+		p.d.lastTs = max(p.d.lastTs, now) + 1000
+		err = p.appendDerived(now, true)
 	}
 	p.m.labelSets.Set(float64(len(p.d.order)))
 	if p.d.overflow != nil {
@@ -551,6 +552,26 @@ func (p *Records) flushSeries(full bool) {
 		p.lastFull = now
 	}
 	p.m.flushSeconds.Observe(time.Since(start).Seconds())
+}
+
+// appendDerived appends the derived series in one commit at the next
+// derived timestamp.
+func (p *Records) appendDerived(now int64, full bool) error {
+	app := p.app.AppenderV2(context.Background())
+	ts := p.d.nextTimestamp(now)
+	if _, err := p.d.flush(app, ts, full); err != nil {
+		_ = app.Rollback()
+		return err
+	}
+	return app.Commit()
+}
+
+// isTimestampCollision reports whether err says a derived sample's timestamp
+// is not after the series' newest one.
+func isTimestampCollision(err error) bool {
+	return errors.Is(err, storage.ErrDuplicateSampleForTimestamp) ||
+		errors.Is(err, storage.ErrOutOfOrderSample) ||
+		errors.Is(err, storage.ErrTooOldSample)
 }
 
 // checkpoint writes the state, empties the journal and applies retention.
