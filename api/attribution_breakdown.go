@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -124,7 +126,7 @@ func (a *Attribution) requests(ctx context.Context, w tailfn.Window, metric stri
 // accumulator series of the window through the engine.
 func (a *Attribution) fromAccumulators(ctx context.Context, req decomposeReq) (decomposition, error) {
 	sel := func(name string) string {
-		vs := &parser.VectorSelector{Name: name, LabelMatchers: append([]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, name)}, req.win.Matchers...)}
+		vs := &parser.VectorSelector{Name: name, LabelMatchers: append([]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, name)}, req.win.Matchers...)}
 		return vs.String()
 	}
 	rng := fmt.Sprintf("%dms", req.win.Maxt-req.win.Mint+1)

@@ -3,8 +3,9 @@ package sim
 import (
 	"fmt"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/klauspost/compress/snappy"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
@@ -84,7 +85,7 @@ func (e *encoder) marshalV1(series []Series) ([]byte, error) {
 		}
 		req.Timeseries = append(req.Timeseries, ts)
 
-		fam := familyName(s.Labels.Get(labels.MetricName), s.Metadata)
+		fam := familyName(s.Labels.Get(model.MetricNameLabel), s.Metadata)
 		if !seen[fam] {
 			seen[fam] = true
 			req.Metadata = append(req.Metadata, prompb.MetricMetadata{

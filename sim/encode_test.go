@@ -144,7 +144,7 @@ func TestEncodeRoundTripV2(t *testing.T) {
 	}
 	// Spot-check metadata against vLLM's declarations.
 	for _, s := range d.series {
-		switch s.Labels.Get(labels.MetricName) {
+		switch s.Labels.Get(model.MetricNameLabel) {
 		case "vllm:time_to_first_token_seconds_bucket", "vllm:time_to_first_token_seconds":
 			if s.Metadata.Type != model.MetricTypeHistogram || s.Metadata.Unit != "seconds" ||
 				s.Metadata.Help != "Histogram of time to first token in seconds." {

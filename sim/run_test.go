@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 )
 
 // logRecorder is a slog.Handler that keeps every record.
@@ -119,7 +119,7 @@ func testRun(t *testing.T, proto string) {
 			k := s.Labels.String()
 			for _, x := range s.Samples {
 				seen[k] = append(seen[k], x.T)
-				if s.Labels.Get(labels.MetricName) == "vllm:num_requests_running" {
+				if s.Labels.Get(model.MetricNameLabel) == "vllm:num_requests_running" {
 					runningTS[x.T] = true
 				}
 			}

@@ -117,7 +117,7 @@ func (s *Simulator) buildOutputs(in *instance, base labels.Labels) []output {
 	var outs []output
 	withName := func(name string, extra ...string) labels.Labels {
 		b := labels.NewBuilder(base)
-		b.Set(labels.MetricName, name)
+		b.Set(model.MetricNameLabel, name)
 		for i := 0; i+1 < len(extra); i += 2 {
 			b.Set(extra[i], extra[i+1])
 		}
@@ -192,7 +192,7 @@ func (s *Simulator) hostOutputs(h *host, inst, modelName string) []output {
 	var outs []output
 	named := func(base labels.Labels, name string, extra ...string) labels.Labels {
 		b := labels.NewBuilder(base)
-		b.Set(labels.MetricName, name)
+		b.Set(model.MetricNameLabel, name)
 		for i := 0; i+1 < len(extra); i += 2 {
 			b.Set(extra[i], extra[i+1])
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
 )
 
 var t0 = time.Date(2025, 3, 4, 0, 0, 0, 0, time.UTC)
@@ -37,7 +36,7 @@ func run(s *Simulator, start, end time.Time) []Series {
 func sumWhere(series []Series, name string) float64 {
 	v := 0.0
 	for _, s := range series {
-		if s.Labels.Get(labels.MetricName) == name {
+		if s.Labels.Get(model.MetricNameLabel) == name {
 			v += s.Samples[0].V
 		}
 	}
@@ -97,7 +96,7 @@ func TestHistogramsMatchVLLM(t *testing.T) {
 		if sr.Metadata.Type != model.MetricTypeHistogram {
 			continue
 		}
-		name := sr.Labels.Get(labels.MetricName)
+		name := sr.Labels.Get(model.MetricNameLabel)
 		fam := familyName(name, sr.Metadata)
 		k := key{fam, sr.Labels.Get("instance")}
 		a := hs[k]
@@ -188,7 +187,7 @@ func TestCountersMonotonic(t *testing.T) {
 		for j, sr := range cur {
 			if sr.Metadata.Type == model.MetricTypeGauge {
 				v := sr.Samples[0].V
-				if v < 0 || (strings.Contains(sr.Labels.Get(labels.MetricName), "usage_perc") && v > 1) {
+				if v < 0 || (strings.Contains(sr.Labels.Get(model.MetricNameLabel), "usage_perc") && v > 1) {
 					t.Fatalf("%s = %v out of range", sr.Labels, v)
 				}
 				continue

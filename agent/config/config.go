@@ -312,7 +312,7 @@ func (c *Config) Validate() error {
 		c.Node = h
 	}
 	for k := range c.ExternalLabels {
-		if !model.LabelName(k).IsValidLegacy() || strings.HasPrefix(k, "__") {
+		if !model.LegacyValidation.IsValidLabelName(k) || strings.HasPrefix(k, "__") {
 			return fmt.Errorf("config: external_labels: invalid label name %q", k)
 		}
 	}
@@ -404,7 +404,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("config: scrape.targets[%d].timeout %v is longer than its interval %v", i, t.Timeout.D(), t.Interval.D())
 		}
 		for k := range t.Labels {
-			if !model.LabelName(k).IsValidLegacy() || strings.HasPrefix(k, "__") {
+			if !model.LegacyValidation.IsValidLabelName(k) || strings.HasPrefix(k, "__") {
 				return fmt.Errorf("config: scrape.targets[%d].labels: invalid label name %q", i, k)
 			}
 		}

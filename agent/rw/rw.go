@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/model/labels"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -60,7 +62,7 @@ func (e *Encoder) Encode(dst []byte, series []collect.Series) ([]byte, error) {
 		if s.Len() == 0 {
 			continue
 		}
-		if s.Labels.Get(labels.MetricName) == "" {
+		if s.Labels.Get(model.MetricNameLabel) == "" {
 			return nil, fmt.Errorf("encode series %d: no __name__ label in %s", i, s.Labels)
 		}
 		// SymbolizeLabels appends to buf[:0]; e.refs has room for all

@@ -125,7 +125,7 @@ func selector(lfs []metricsql.LabelFilter) (*parser.VectorSelector, string, erro
 			return nil, "", unsupportedf(string(lf.AppendString(nil)), "invalid matcher: %v", err)
 		}
 		vs.LabelMatchers = append(vs.LabelMatchers, m)
-		if lf.Label == labels.MetricName {
+		if lf.Label == model.MetricNameLabel {
 			names = append(names, m.String())
 		}
 	}
@@ -134,7 +134,7 @@ func selector(lfs []metricsql.LabelFilter) (*parser.VectorSelector, string, erro
 	// otherwise the name stays a __name__ matcher inside the braces.
 	if len(names) == 1 {
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual && bareName(m.Value) {
+			if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual && bareName(m.Value) {
 				vs.Name = m.Value
 			}
 		}

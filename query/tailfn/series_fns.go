@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
@@ -32,7 +34,7 @@ type group struct {
 // groupBy splits v by its labels without drop (and the metric name), in
 // order of first appearance.
 func groupBy(v promql.Vector, drop ...string) []*group {
-	drop = append(drop, labels.MetricName)
+	drop = append(drop, model.MetricNameLabel)
 	idx := map[string]*group{}
 	var out []*group
 	for _, s := range v {
@@ -226,7 +228,7 @@ func histogramArgs(ctx context.Context, c *query.Call, i int, annos *annotations
 			if s.H != nil {
 				return nil, argError(c, i+1, "sums", fmt.Errorf("%s is a histogram, want float sums", s.Metric))
 			}
-			sums[labels.NewBuilder(s.Metric).Del(labels.MetricName).Labels().String()] = s.F
+			sums[labels.NewBuilder(s.Metric).Del(model.MetricNameLabel).Labels().String()] = s.F
 		}
 	}
 	var out []stageHists
