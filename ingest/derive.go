@@ -6,9 +6,10 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"sort"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tailroot/tailroot/internal/nativehist"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -67,23 +68,14 @@ var DefaultSeriesLabels = []string{"instance", "job", "model_name"}
 // buckets. The zero bucket is client_golang's default.
 const (
 	derivedSchema        = 3
-	derivedZeroThreshold = 2.938735877055719e-39 // 2^-128
+	derivedZeroThreshold = nativehist.ZeroThreshold
 )
 
-var derivedBounds = func() []float64 {
-	b := make([]float64, 1<<derivedSchema)
-	for k := range b {
-		b[k] = math.Exp2(float64(k)/float64(len(b)) - 1)
-	}
-	return b
-}()
+var derivedBuckets = nativehist.MustSchema(derivedSchema)
 
 // nativeIndex is the schema-3 bucket index of v > 0: bucket i holds
 // (2^((i−1)/8), 2^(i/8)], the computation client_golang uses.
-func nativeIndex(v float64) int32 {
-	frac, exp := math.Frexp(v)
-	return int32(sort.SearchFloat64s(derivedBounds, frac) + (exp-1)*len(derivedBounds))
-}
+func nativeIndex(v float64) int32 { return derivedBuckets.Index(v) }
 
 // nhist is a cumulative integer native histogram of values ≥ 0. Counts is
 // dense from bucket index Offset upward. Exported fields are checkpointed.

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 
+	"github.com/tailroot/tailroot/internal/nativehist"
+
 	"github.com/prometheus/prometheus/model/histogram"
 )
 
@@ -45,25 +47,14 @@ func (h *classicHist) observe(v float64, n uint64) {
 // default zero threshold 2^-128.
 const (
 	nativeSchema        = 3
-	nativeZeroThreshold = 2.938735877055719e-39
+	nativeZeroThreshold = nativehist.ZeroThreshold
 )
 
-// nativeBounds are the fractions (in [0.5, 1)) at which schema-3 buckets
-// start within one power of two: 2^(k/8 - 1) for k = 0..7.
-var nativeBounds = func() []float64 {
-	b := make([]float64, 1<<nativeSchema)
-	for k := range b {
-		b[k] = math.Exp2(float64(k)/float64(len(b)) - 1)
-	}
-	return b
-}()
+var nativeBuckets = nativehist.MustSchema(nativeSchema)
 
 // nativeIndex returns the schema-3 bucket index of v > 0: bucket i holds
 // (2^((i-1)/8), 2^(i/8)]. Same computation as client_golang.
-func nativeIndex(v float64) int32 {
-	frac, exp := math.Frexp(v)
-	return int32(sort.SearchFloat64s(nativeBounds, frac) + (exp-1)*len(nativeBounds))
-}
+func nativeIndex(v float64) int32 { return nativeBuckets.Index(v) }
 
 // nativeHist accumulates a cumulative native histogram. counts is dense from
 // bucket index offset upward; it grows on demand.
