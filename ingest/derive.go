@@ -73,18 +73,10 @@ const (
 
 var derivedBuckets = nativehist.MustSchema(derivedSchema)
 
-// nativeIndex is the schema-3 bucket index of v > 0: bucket i holds
-// (2^((i−1)/8), 2^(i/8)], the computation client_golang uses.
-func nativeIndex(v float64) int32 { return derivedBuckets.Index(v) }
-
-// nhist is a cumulative integer native histogram of values ≥ 0. Counts is
-// dense from bucket index Offset upward. Exported fields are checkpointed.
+// nhist is a derived series' native histogram (nativehist.Dense, whose
+// fields are checkpointed) with what appending it needs.
 type nhist struct {
-	Offset int32    `json:"o"`
-	Counts []uint64 `json:"c,omitempty"`
-	Zero   uint64   `json:"z"`
-	Count  uint64   `json:"n"`
-	Sum    float64  `json:"s"`
+	nativehist.Dense
 
 	dirty bool
 	ser   seriesRef
@@ -93,58 +85,11 @@ type nhist struct {
 
 func (h *nhist) observe(v float64) {
 	h.dirty = true
-	h.Count++
-	h.Sum += v
-	if v <= derivedZeroThreshold {
-		h.Zero++
-		return
-	}
-	idx := nativeIndex(v)
-	switch {
-	case len(h.Counts) == 0:
-		h.Offset = idx
-		h.Counts = append(h.Counts, 0)
-	case idx < h.Offset:
-		grow := int(h.Offset - idx)
-		h.Counts = append(make([]uint64, grow, grow+len(h.Counts)), h.Counts...)
-		h.Offset = idx
-	case int(idx-h.Offset) >= len(h.Counts):
-		h.Counts = append(h.Counts, make([]uint64, int(idx-h.Offset)-len(h.Counts)+1)...)
-	}
-	h.Counts[idx-h.Offset]++
+	h.Observe(derivedBuckets, v, 1)
 }
 
-// histogram returns the value as Prometheus stores it: delta-encoded
-// buckets, one span per run of non-empty buckets.
-func (h *nhist) histogram() *histogram.Histogram {
-	out := &histogram.Histogram{
-		Schema:        derivedSchema,
-		ZeroThreshold: derivedZeroThreshold,
-		ZeroCount:     h.Zero,
-		Count:         h.Count,
-		Sum:           h.Sum,
-	}
-	var prev int64
-	last := int32(math.MinInt32)
-	for i, c := range h.Counts {
-		if c == 0 {
-			continue
-		}
-		idx := h.Offset + int32(i)
-		switch {
-		case last == math.MinInt32:
-			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx, Length: 1})
-		case idx == last+1:
-			out.PositiveSpans[len(out.PositiveSpans)-1].Length++
-		default:
-			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx - last - 1, Length: 1})
-		}
-		out.PositiveBuckets = append(out.PositiveBuckets, int64(c)-prev)
-		prev = int64(c)
-		last = idx
-	}
-	return out
-}
+// histogram returns the value as Prometheus stores it.
+func (h *nhist) histogram() *histogram.Histogram { return h.Histogram(derivedBuckets) }
 
 // exCand is the exemplar a series carries at its next append: the largest
 // observation since the last one, so a tail can be followed to its trace.

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"sort"
 
 	"github.com/tailroot/tailroot/internal/nativehist"
@@ -52,72 +51,11 @@ const (
 
 var nativeBuckets = nativehist.MustSchema(nativeSchema)
 
-// nativeIndex returns the schema-3 bucket index of v > 0: bucket i holds
-// (2^((i-1)/8), 2^(i/8)]. Same computation as client_golang.
-func nativeIndex(v float64) int32 { return nativeBuckets.Index(v) }
+// nativeHist accumulates a cumulative native histogram (schema 3).
+type nativeHist struct{ nativehist.Dense }
 
-// nativeHist accumulates a cumulative native histogram. counts is dense from
-// bucket index offset upward; it grows on demand.
-type nativeHist struct {
-	offset int32
-	counts []uint64
-	zero   uint64
-	sum    float64
-	count  uint64
-}
-
-func (h *nativeHist) observe(v float64, n uint64) {
-	h.sum += v * float64(n)
-	h.count += n
-	if v <= nativeZeroThreshold {
-		h.zero += n
-		return
-	}
-	idx := nativeIndex(v)
-	switch {
-	case len(h.counts) == 0:
-		h.offset = idx
-		h.counts = append(h.counts, 0)
-	case idx < h.offset:
-		grow := int(h.offset - idx)
-		h.counts = append(make([]uint64, grow, grow+len(h.counts)), h.counts...)
-		h.offset = idx
-	case int(idx-h.offset) >= len(h.counts):
-		h.counts = append(h.counts, make([]uint64, int(idx-h.offset)-len(h.counts)+1)...)
-	}
-	h.counts[idx-h.offset] += n
-}
+func (h *nativeHist) observe(v float64, n uint64) { h.Observe(nativeBuckets, v, n) }
 
 // snapshot returns the histogram as Prometheus holds it: integer buckets,
 // delta-encoded, one span per run of non-empty buckets.
-func (h *nativeHist) snapshot() *histogram.Histogram {
-	out := &histogram.Histogram{
-		Schema:        nativeSchema,
-		ZeroThreshold: nativeZeroThreshold,
-		ZeroCount:     h.zero,
-		Count:         h.count,
-		Sum:           h.sum,
-	}
-	var (
-		prev    int64
-		lastIdx = int32(math.MinInt32)
-	)
-	for i, c := range h.counts {
-		if c == 0 {
-			continue
-		}
-		idx := h.offset + int32(i)
-		switch {
-		case lastIdx == math.MinInt32:
-			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx, Length: 1})
-		case idx == lastIdx+1:
-			out.PositiveSpans[len(out.PositiveSpans)-1].Length++
-		default:
-			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx - lastIdx - 1, Length: 1})
-		}
-		out.PositiveBuckets = append(out.PositiveBuckets, int64(c)-prev)
-		prev = int64(c)
-		lastIdx = idx
-	}
-	return out
-}
+func (h *nativeHist) snapshot() *histogram.Histogram { return h.Histogram(nativeBuckets) }

@@ -23,8 +23,8 @@ func TestNativeIndex(t *testing.T) {
 		{2560, 91},   // log2(2560)·8 = 90.58, ceil = 91
 	}
 	for _, c := range cases {
-		if got := nativeIndex(c.v); got != c.want {
-			t.Errorf("nativeIndex(%v) = %d, want %d", c.v, got, c.want)
+		if got := nativeBuckets.Index(c.v); got != c.want {
+			t.Errorf("Index(%v) = %d, want %d", c.v, got, c.want)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/prometheus/prometheus/model/histogram"
 )
 
 // ZeroThreshold is client_golang's default zero-bucket width, 2^-128.
@@ -56,4 +58,72 @@ func (sc Schema) Index(v float64) int32 {
 // Upper returns the upper bound 2^(i/2^s) of bucket i.
 func (sc Schema) Upper(i int32) float64 {
 	return math.Exp2(float64(i) / float64(len(sc.bounds)))
+}
+
+// Dense is a cumulative integer native histogram of values ≥ 0, its
+// buckets held densely from index Offset upward so an observation is one
+// increment. The exported fields and their JSON names are what callers
+// checkpoint.
+type Dense struct {
+	Offset int32    `json:"o"`
+	Counts []uint64 `json:"c,omitempty"`
+	Zero   uint64   `json:"z"`
+	Count  uint64   `json:"n"`
+	Sum    float64  `json:"s"`
+}
+
+// Observe adds n observations of v, placed by sc; values up to
+// ZeroThreshold go to the zero bucket.
+func (d *Dense) Observe(sc Schema, v float64, n uint64) {
+	d.Count += n
+	d.Sum += v * float64(n)
+	if v <= ZeroThreshold {
+		d.Zero += n
+		return
+	}
+	idx := sc.Index(v)
+	switch {
+	case len(d.Counts) == 0:
+		d.Offset = idx
+		d.Counts = append(d.Counts, 0)
+	case idx < d.Offset:
+		grow := int(d.Offset - idx)
+		d.Counts = append(make([]uint64, grow, grow+len(d.Counts)), d.Counts...)
+		d.Offset = idx
+	case int(idx-d.Offset) >= len(d.Counts):
+		d.Counts = append(d.Counts, make([]uint64, int(idx-d.Offset)-len(d.Counts)+1)...)
+	}
+	d.Counts[idx-d.Offset] += n
+}
+
+// Histogram returns d as Prometheus stores it under schema sc: integer
+// buckets, delta-encoded, one span per run of non-empty buckets.
+func (d *Dense) Histogram(sc Schema) *histogram.Histogram {
+	out := &histogram.Histogram{
+		Schema:        sc.s,
+		ZeroThreshold: ZeroThreshold,
+		ZeroCount:     d.Zero,
+		Count:         d.Count,
+		Sum:           d.Sum,
+	}
+	var prev int64
+	last := int32(math.MinInt32)
+	for i, c := range d.Counts {
+		if c == 0 {
+			continue
+		}
+		idx := d.Offset + int32(i)
+		switch {
+		case last == math.MinInt32:
+			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx, Length: 1})
+		case idx == last+1:
+			out.PositiveSpans[len(out.PositiveSpans)-1].Length++
+		default:
+			out.PositiveSpans = append(out.PositiveSpans, histogram.Span{Offset: idx - last - 1, Length: 1})
+		}
+		out.PositiveBuckets = append(out.PositiveBuckets, int64(c)-prev)
+		prev = int64(c)
+		last = idx
+	}
+	return out
 }
