@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/tailroot/tailroot/internal/nativehist"
-
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -19,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/internal/nativehist"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 

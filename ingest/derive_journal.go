@@ -375,39 +375,6 @@ func (st *labelState) checkHistograms() error {
 	return nil
 }
 
-// writeFileAtomic writes data to dir/name through a temporary file, fsync,
-// rename and a directory fsync, so a crash leaves the old or the new file.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // recoverEntries folds the journal entries newer than seq into d and
 // returns the last sequence number seen. storeCount is the record store's
 // count now. It returns the number of entries whose stored prefix could not

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/internal/fsutil"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -599,7 +600,7 @@ func (p *Records) writeCheckpoint() error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(p.opts.StateDir, checkpointFile, data); err != nil {
+	if err := fsutil.WriteFileAtomic(p.opts.StateDir, checkpointFile, data); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return p.journal.reset()

@@ -3,9 +3,9 @@ package sim
 import (
 	"sort"
 
-	"github.com/tailroot/tailroot/internal/nativehist"
-
 	"github.com/prometheus/prometheus/model/histogram"
+
+	"github.com/tailroot/tailroot/internal/nativehist"
 )
 
 // classicHist accumulates observations into fixed upper bounds, like a

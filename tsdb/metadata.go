@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/prometheus/model/metadata"
+
+	"github.com/tailroot/tailroot/internal/fsutil"
 )
 
 const metadataFile = "tailroot-metadata.json"
@@ -21,7 +23,7 @@ const metadataFile = "tailroot-metadata.json"
 // and OTLP send and persists it beside the TSDB.
 //
 // Writes that change nothing take a read lock only; a change is written to
-// disk (temp file, fsync, rename) before Set returns, so an acknowledged
+// disk (temp file, fsync, rename, directory fsync) before Set returns, so an acknowledged
 // write's metadata survives a crash. Changes are rare: a new family or a
 // new help text.
 type MetadataStore struct {
@@ -113,24 +115,8 @@ func (s *MetadataStore) flushLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode metadata: %w", err)
 	}
-	tmp := s.path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Dir(s.path), filepath.Base(s.path), b); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write metadata: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("sync metadata: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close metadata: %w", err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("rename metadata: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tailroot/tailroot/internal/fsutil"
 )
 
 // FsyncPolicy says when appended records are forced to disk.
@@ -396,25 +398,13 @@ func (q *Queue) roll() error {
 			f.Close()
 			return fmt.Errorf("queue: sync segment %d: %w", seq, err)
 		}
-		if err := syncDir(q.dir); err != nil {
+		if err := fsutil.SyncDir(q.dir); err != nil {
 			f.Close()
 			return err
 		}
 	}
 	q.w = f
 	q.segs = append(q.segs, segment{seq: seq, size: segmentHdrSize})
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("queue: open dir for sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("queue: sync dir: %w", err)
-	}
 	return nil
 }
 
@@ -536,7 +526,7 @@ func (q *Queue) writeCursor() error {
 		return fmt.Errorf("queue: replace cursor: %w", err)
 	}
 	if q.opts.Fsync == FsyncAlways {
-		return syncDir(q.dir)
+		return fsutil.SyncDir(q.dir)
 	}
 	return nil
 }

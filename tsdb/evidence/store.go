@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tailroot/tailroot/internal/fsutil"
 )
 
 // Options configure a Store. Every field says what its zero value means.
@@ -116,7 +118,7 @@ func Open(opts Options) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("evidence store: %w", err)
 	}
-	unlock, err := lockDir(opts.Dir)
+	unlock, err := fsutil.LockDir(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("evidence store: %w", err)
 	}
@@ -187,7 +189,7 @@ func (s *Store) openPartition(start int64, create bool) (*partition, error) {
 			return nil, fmt.Errorf("evidence store: write %s: %w", path, err)
 		}
 		p.size = int64(len(fileMagic))
-		if err := syncDir(s.opts.Dir); err != nil {
+		if err := fsutil.SyncDir(s.opts.Dir); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -546,16 +548,4 @@ func (s *Store) closeFiles() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("evidence store: sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("evidence store: sync dir: %w", err)
-	}
-	return nil
 }

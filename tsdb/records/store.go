@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tailroot/tailroot/internal/fsutil"
 )
 
 // Options configure a Store. Every field says what its zero value means.
@@ -133,7 +135,7 @@ func Open(opts Options) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open records store: %w", err)
 	}
-	unlock, err := lockDir(opts.Dir)
+	unlock, err := fsutil.LockDir(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("open records store: %w", err)
 	}
@@ -387,7 +389,7 @@ func (s *Store) seal(p *partition) error {
 		seg := Segment{PartitionStart: p.start, PartitionDuration: s.dur, Records: h.recs}
 		data := seg.Marshal(nil)
 		name := fileName(p.start, h.seq, "seg")
-		if err := writeFileAtomic(s.opts.Dir, name, data); err != nil {
+		if err := fsutil.WriteFileAtomic(s.opts.Dir, name, data); err != nil {
 			return fmt.Errorf("seal partition %d: %w", p.start, err)
 		}
 		hdr, err := readSegmentHeader(data)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tailroot/tailroot/internal/fsutil"
 )
 
 // WAL file layout and replay rules: docs/format/records.md, "WAL file".
@@ -224,7 +226,7 @@ type walFile struct {
 // WAL on disk never has a partial header.
 func createWAL(dir, name string, h walHeader) (*walFile, error) {
 	path := filepath.Join(dir, name)
-	if err := writeFileAtomic(dir, name, h.Marshal(nil)); err != nil {
+	if err := fsutil.WriteFileAtomic(dir, name, h.Marshal(nil)); err != nil {
 		return nil, fmt.Errorf("create wal: %w", err)
 	}
 	return openWAL(path, walHeaderLen)
@@ -294,41 +296,4 @@ func (w *walFile) close(remove bool) error {
 		return fmt.Errorf("close wal %s: %w", w.path, err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to dir/name via name.tmp, fsync, rename and a
-// directory fsync, so after a crash the file is either whole or absent.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

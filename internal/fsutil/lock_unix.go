@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd
 
-package evidence
+package fsutil
 
 import (
 	"fmt"
@@ -9,10 +9,10 @@ import (
 	"syscall"
 )
 
-// lockDir takes an exclusive advisory lock on dir/LOCK so two processes
-// never append to the same WALs. The kernel drops the lock when the process
+// LockDir takes an exclusive advisory lock on dir/LOCK so two processes
+// never write the same store. The kernel drops the lock when the process
 // dies, so a crash never leaves the directory locked.
-func lockDir(dir string) (unlock func() error, err error) {
+func LockDir(dir string) (unlock func() error, err error) {
 	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
