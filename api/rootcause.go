@@ -21,6 +21,7 @@ import (
 
 	"github.com/tailroot/tailroot/attribution/causal"
 	"github.com/tailroot/tailroot/attribution/rca"
+	"github.com/tailroot/tailroot/query/causalfn"
 )
 
 // RootCauseOptions configures the root-cause endpoint. Zero values select
@@ -354,32 +355,7 @@ func rcFamily(expr string) string {
 	if err != nil {
 		return ""
 	}
-	names := map[string]bool{}
-	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok {
-			name := vs.Name
-			for _, m := range vs.LabelMatchers {
-				if name == "" && m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
-					name = m.Value
-				}
-			}
-			for _, suf := range []string{"_bucket", "_sum", "_count"} {
-				if b, ok := strings.CutSuffix(name, suf); ok {
-					name = b
-					break
-				}
-			}
-			names[name] = true
-		}
-		return nil
-	})
-	if len(names) != 1 {
-		return ""
-	}
-	for n := range names {
-		return n
-	}
-	return ""
+	return causalfn.Family(e)
 }
 
 // rcMinCoverage is the share of the target's points a candidate needs.
@@ -671,7 +647,7 @@ func (h *rootCause) response(req *rcRequest, res *rca.Result, target causal.Seri
 		w := math.NaN()
 		a, b := rep(e.From), rep(e.To)
 		if a != nil && b != nil {
-			if r, ok := rcPearson(cands[byName[a.Name]].Values, cands[byName[b.Name]].Values); ok {
+			if r, ok := rca.Correlation(cands[byName[a.Name]].Values, cands[byName[b.Name]].Values); ok {
 				w = math.Abs(r)
 			}
 		}
@@ -724,27 +700,4 @@ func (h *rootCause) stageOf(r *rca.Ranked, inGroup func(string) *rca.Ranked) str
 		level = next
 	}
 	return ""
-}
-
-// rcPearson is the correlation of a and b; ok is false when either is
-// constant.
-func rcPearson(a, b []float64) (float64, bool) {
-	var ma, mb float64
-	for i := range a {
-		ma += a[i]
-		mb += b[i]
-	}
-	ma /= float64(len(a))
-	mb /= float64(len(b))
-	var sab, saa, sbb float64
-	for i := range a {
-		da, db := a[i]-ma, b[i]-mb
-		sab += da * db
-		saa += da * da
-		sbb += db * db
-	}
-	if saa == 0 || sbb == 0 {
-		return 0, false
-	}
-	return sab / math.Sqrt(saa*sbb), true
 }

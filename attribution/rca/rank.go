@@ -428,7 +428,7 @@ func (s *stats) residual(x []float64, cands []Candidate, parents []int, maxP int
 	}
 	var ranked []pc
 	for _, j := range parents {
-		r, ok := corr(pre, cands[j].Values[:s.cp])
+		r, ok := Correlation(pre, cands[j].Values[:s.cp])
 		if ok {
 			ranked = append(ranked, pc{j, math.Abs(r)})
 		}
@@ -525,9 +525,9 @@ func (s *stats) shiftTest(r []float64, lag int) float64 {
 	return 2 * distuv.UnitNormal.Survival(math.Abs(z))
 }
 
-// corr is the Pearson correlation of a and b; ok is false when either is
-// constant.
-func corr(a, b []float64) (float64, bool) {
+// Correlation is the Pearson correlation of a and b (equal lengths); ok is
+// false when either is constant.
+func Correlation(a, b []float64) (r float64, ok bool) {
 	var ma, mb float64
 	for i := range a {
 		ma += a[i]

@@ -63,7 +63,7 @@ func matrixArg(ctx context.Context, c *query.Call, a arg) ([]series, error) {
 	if err != nil {
 		return nil, err
 	}
-	fam := family(c.Args[a.index])
+	fam := Family(c.Args[a.index])
 	out := make([]series, 0, len(m))
 	for _, s := range m {
 		if len(s.Histograms) > 0 {
@@ -107,10 +107,10 @@ func intArg(ctx context.Context, c *query.Call, a arg, lo, hi int) (int, error) 
 	return int(v), nil
 }
 
-// family returns the metric family an expression selects when it selects
+// Family returns the metric family an expression selects when it selects
 // exactly one (histogram _bucket/_sum/_count suffixes removed, so
 // rate(x_sum[1m]) / rate(x_count[1m]) is family x), else "".
-func family(e parser.Expr) string {
+func Family(e parser.Expr) string {
 	names := map[string]bool{}
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
 		vs, ok := n.(*parser.VectorSelector)
