@@ -81,7 +81,7 @@ func (c *Call) Vector(ctx context.Context, i int) (promql.Vector, error) {
 
 // Scalar evaluates argument i, a scalar expression, at T.
 func (c *Call) Scalar(ctx context.Context, i int) (float64, error) {
-	if n, ok := unwrap(c.Args[i]).(*parser.NumberLiteral); ok {
+	if n, ok := Unwrap(c.Args[i]).(*parser.NumberLiteral); ok {
 		return n.Val, nil
 	}
 	v, err := c.eval(ctx, i)
@@ -97,7 +97,7 @@ func (c *Call) Scalar(ctx context.Context, i int) (float64, error) {
 
 // String returns argument i, a string literal.
 func (c *Call) String(i int) (string, error) {
-	s, ok := unwrap(c.Args[i]).(*parser.StringLiteral)
+	s, ok := Unwrap(c.Args[i]).(*parser.StringLiteral)
 	if !ok {
 		return "", fmt.Errorf("%s: argument %d must be a string literal", c.Func.Name, i+1)
 	}
@@ -108,7 +108,7 @@ func (c *Call) String(i int) (string, error) {
 // its range: functions over request records select records this way
 // (`tail_mean(0.99, requests{model_name="x"}[5m])`) without evaluating it.
 func (c *Call) Selector(i int) ([]*labels.Matcher, time.Duration, error) {
-	switch a := unwrap(c.Args[i]).(type) {
+	switch a := Unwrap(c.Args[i]).(type) {
 	case *parser.VectorSelector:
 		return a.LabelMatchers, 0, nil
 	case *parser.MatrixSelector:
@@ -140,7 +140,9 @@ func (c *Call) eval(ctx context.Context, i int) (parser.Value, error) {
 	return res.Value, nil
 }
 
-func unwrap(e parser.Expr) parser.Expr {
+// Unwrap strips the parentheses (and step-invariant wrappers) around e, so
+// a planned function can read an argument's literal or selector.
+func Unwrap(e parser.Expr) parser.Expr {
 	for {
 		switch p := e.(type) {
 		case *parser.ParenExpr:

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -79,7 +80,7 @@ func RecordMatchers(ms []*labels.Matcher) ([]*labels.Matcher, error) {
 // at t, honouring offset and @ <timestamp>: the window is
 // (e − range, e] with e = (@ or t) − offset.
 func selectorWindow(expr parser.Expr, t time.Time) (Window, error) {
-	ms, ok := unwrap(expr).(*parser.MatrixSelector)
+	ms, ok := query.Unwrap(expr).(*parser.MatrixSelector)
 	if !ok {
 		return Window{}, fmt.Errorf("want a range selector such as %s{model_name=\"x\"}[5m], got %s", RecordsMetric, expr)
 	}
@@ -105,19 +106,6 @@ func selectorWindow(expr parser.Expr, t time.Time) (Window, error) {
 		end = time.UnixMilli(*vs.Timestamp)
 	}
 	return WindowAt(matchers, end.Add(-vs.OriginalOffset), ms.Range), nil
-}
-
-func unwrap(e parser.Expr) parser.Expr {
-	for {
-		switch p := e.(type) {
-		case *parser.ParenExpr:
-			e = p.Expr
-		case *parser.StepInvariantExpr:
-			e = p.Expr
-		default:
-			return e
-		}
-	}
 }
 
 // Population is the request records of one window, columnar.
