@@ -51,6 +51,9 @@ type Options struct {
 	RemoteReadSampleLimit  int
 	RemoteReadConcurrency  int
 	RemoteReadBytesInFrame int
+	// Config returns the configuration in force, reported by
+	// /api/v1/status/config; nil means Prometheus' defaults.
+	Config func() *config.Config
 	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
 	// Prometheus.
 	CORSOrigin *regexp.Regexp
@@ -92,8 +95,10 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		opts.RemoteReadBytesInFrame = 1 << 20
 	}
 	s := &Server{router: mux.NewRouter(), db: db, start: time.Now(), opts: opts, logger: logger}
-	cfg := config.DefaultConfig
-	cfgFunc := func() config.Config { return cfg }
+	cfgFunc := func() config.Config { return config.DefaultConfig }
+	if opts.Config != nil {
+		cfgFunc = func() config.Config { return *opts.Config() }
+	}
 	build := &v1.PrometheusVersion{
 		Version:   opts.Build.Version,
 		Revision:  opts.Build.Revision,

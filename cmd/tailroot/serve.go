@@ -23,6 +23,7 @@ import (
 
 	"github.com/tailroot/tailroot/api"
 	"github.com/tailroot/tailroot/ingest"
+	"github.com/tailroot/tailroot/internal/promcfg"
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/builtin"
 	simrequests "github.com/tailroot/tailroot/sim/requests"
@@ -51,6 +52,7 @@ func (b bytesFlag) Set(s string) error {
 
 type serveConfig struct {
 	listen, dataDir, webConfig, logLevel string
+	configFile                           string
 	enableAdmin                          bool
 	simulate                             bool
 	db                                   tsdb.Options
@@ -74,6 +76,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:9490", "address to serve HTTP on")
 	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory for the TSDB and tailroot's state")
+	fs.StringVar(&c.configFile, "config.file", "", "Prometheus configuration file (global.external_labels, remote_write, remote_read, …); empty means Prometheus' defaults")
 	fs.StringVar(&c.webConfig, "web.config.file", "", "exporter-toolkit web configuration file enabling TLS and/or basic auth (the Prometheus format)")
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "serve the TSDB admin endpoints (delete_series, snapshot, clean_tombstones)")
 	fs.StringVar(&c.logLevel, "log.level", "info", "log level: debug, info, warn, error")
@@ -154,6 +157,11 @@ func serve(args []string) error {
 	}
 	flagsMap := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { flagsMap[f.Name] = f.Value.String() })
+
+	cfgHolder, err := promcfg.NewHolder(c.configFile, logger.With("component", "config"))
+	if err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -250,6 +258,7 @@ func serve(args []string) error {
 		EnableAdmin:   c.enableAdmin,
 		Flags:         flagsMap,
 		Retention:     c.db.Retention.String(),
+		Config:        cfgHolder.Get,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},

@@ -1,0 +1,80 @@
+// Package promcfg loads tailroot's --config.file, which is a Prometheus
+// configuration file (global, rule_files, scrape_configs, alerting,
+// remote_write, remote_read), with the prometheus module's own loader so
+// that a Prometheus user's file means the same thing here.
+//
+// In: a path (or nothing). Out: a *config.Config, the YAML as reported by
+// /api/v1/status/config, and a Holder that the server's components read the
+// current configuration from. Holds: the Holder always has a valid config
+// (config.DefaultConfig when no file is given); a failed reload keeps the
+// previous one.
+package promcfg
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/prometheus/config"
+)
+
+// Load reads a Prometheus configuration file. An empty path gives
+// Prometheus' defaults (no external labels, 1m evaluation interval).
+func Load(path string, logger *slog.Logger) (*config.Config, error) {
+	if path == "" {
+		c := config.DefaultConfig
+		return &c, nil
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := config.LoadFile(path, false, logger)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Holder keeps the configuration in force. It is safe for concurrent use.
+type Holder struct {
+	mu   sync.RWMutex
+	path string
+	cfg  *config.Config
+}
+
+// NewHolder returns a holder for the file at path (empty for defaults),
+// already loaded.
+func NewHolder(path string, logger *slog.Logger) (*Holder, error) {
+	c, err := Load(path, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Holder{path: path, cfg: c}, nil
+}
+
+// Path is the configuration file's path; empty when none was given.
+func (h *Holder) Path() string { return h.path }
+
+// Get returns the configuration in force. Callers must not modify it.
+func (h *Holder) Get() *config.Config {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.cfg
+}
+
+// Set replaces the configuration in force.
+func (h *Holder) Set(c *config.Config) {
+	h.mu.Lock()
+	h.cfg = c
+	h.mu.Unlock()
+}
+
+// Reload reads the file again; on error the configuration in force is kept.
+func (h *Holder) Reload(logger *slog.Logger) (*config.Config, error) {
+	c, err := Load(h.path, logger)
+	if err != nil {
+		return nil, err
+	}
+	h.Set(c)
+	return c, nil
+}
