@@ -26,7 +26,7 @@ build: ## build bin/tailroot
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tailroot ./cmd/tailroot
 
 .PHONY: run
-run: build ## start tailroot on $(DATA_DIR) with the built-in workload simulator
+run: build ## start tailroot on ./data (DATA_DIR=…) with the built-in workload simulator
 	@echo
 	@echo "tailroot: http://$(LISTEN)  (data in $(DATA_DIR), Ctrl-C to stop)"
 	@echo "  Grafana: add a Prometheus datasource with URL http://$(LISTEN)"

@@ -422,3 +422,25 @@ func checkURL(key, s string) error {
 	}
 	return nil
 }
+
+// Effective returns a copy with every on/off switch that was left unset
+// filled with the value in force, so that --print-config shows what the
+// agent will do (true or false) rather than null.
+func (c Config) Effective() Config {
+	set := func(p **bool, v bool) {
+		if *p == nil {
+			*p = &v
+		}
+	}
+	set(&c.EBPF.Enabled, c.EBPF.On())
+	set(&c.EBPF.RunQueue.Enabled, c.EBPF.RunQueue.On())
+	set(&c.EBPF.RunQueue.Cgroups, c.EBPF.PerCgroup())
+	set(&c.EBPF.BlockIO.Enabled, c.EBPF.BlockIO.On())
+	set(&c.EBPF.PageFault.Enabled, c.EBPF.PageFault.On())
+	set(&c.EBPF.Syscalls.Enabled, c.EBPF.Syscalls.On())
+	set(&c.EBPF.CUDA.Enabled, c.EBPF.CUDA.On())
+	set(&c.EBPF.GIL.Enabled, c.EBPF.GIL.On())
+	set(&c.GPU.Enabled, c.GPU.On())
+	set(&c.Evidence.Enabled, c.Evidence.On())
+	return c
+}

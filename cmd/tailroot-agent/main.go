@@ -147,7 +147,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if f.printConfig {
-		return yaml.NewEncoder(stdout).Encode(cfg)
+		return yaml.NewEncoder(stdout).Encode(cfg.Effective())
 	}
 
 	a, err := agent.New(agent.Options{Config: cfg, Logger: log})

@@ -67,4 +67,8 @@ func TestPrintConfig(t *testing.T) {
 	if c.Node != "n9" || !strings.Contains(out.String(), "max_bytes: 1073741824") {
 		t.Fatalf("printed:\n%s", out.String())
 	}
+	// Every on/off switch shows the value in force, never null.
+	if strings.Contains(out.String(), "null") || c.EBPF.Enabled == nil || !*c.EBPF.Enabled || c.GPU.Enabled == nil || !*c.GPU.Enabled {
+		t.Fatalf("unset switches printed as null or off:\n%s", out.String())
+	}
 }

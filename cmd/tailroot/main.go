@@ -5,6 +5,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -55,6 +57,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tailroot: unknown command %q\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	// -h and --help print the command's flags (the flag package already did)
+	// and succeed, as every Prometheus tool does.
+	if errors.Is(err, flag.ErrHelp) {
+		return
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tailroot %s: %v\n", os.Args[1], err)

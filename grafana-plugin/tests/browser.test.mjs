@@ -20,8 +20,12 @@ import { chromium } from 'playwright-core';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const pluginDir = path.join(here, '..');
 const repoRoot = path.join(pluginDir, '..');
-const screenshot = path.join(repoRoot, 'docs', 'images', 'plugin-query-editor.png');
 const work = mkdtempSync(path.join(tmpdir(), 'tailroot-browser-'));
+// The screenshot in the docs is refreshed only on request
+// (UPDATE_SCREENSHOTS=1), so a test run leaves the working tree as it was.
+const screenshot = process.env.UPDATE_SCREENSHOTS
+  ? path.join(repoRoot, 'docs', 'images', 'plugin-query-editor.png')
+  : path.join(work, 'plugin-query-editor.png');
 const children = [];
 let context;
 let baseURL;
