@@ -105,6 +105,35 @@ func TestFillOther(t *testing.T) {
 			t.Fatalf("case %d: other moved %v from the residual", i, d)
 		}
 	}
+	// A rounding tie: no residual reaches this e2e exactly, so e2e moves
+	// by one ulp to a sum the stages reach.
+	tie := Record{E2E: 0.331907}
+	tie.Stages[StageQueue] = 0.07023599999999999
+	if err := tie.FillOther(); err != nil {
+		t.Fatalf("tie: %v", err)
+	}
+	if tie.Sum() != tie.E2E || math.Abs(tie.E2E-0.331907) > ulp(0.331907) {
+		t.Fatalf("tie: sum %v, e2e %v (was 0.331907)", tie.Sum(), tie.E2E)
+	}
+	// Ties are common for stages computed from nanosecond timestamps: the
+	// invariant holds for every one of them.
+	for i := range 100000 {
+		var r Record
+		arrival := int64(1_764_000_000_000_000_000) + rng.Int64N(1e15)
+		t1 := arrival + rng.Int64N(1e8)
+		t2 := t1 + rng.Int64N(3e8)
+		end := t2 + rng.Int64N(2e9)
+		r.Stages[StageQueue] = float64(t1-arrival) / 1e9
+		r.Stages[StagePrefill] = float64(t2-t1) / 1e9
+		r.E2E = float64(end-arrival) / 1e9
+		want := r.E2E
+		if err := r.FillOther(); err != nil {
+			t.Fatalf("ns case %d: %v", i, err)
+		}
+		if r.Sum() != r.E2E || math.Abs(r.E2E-want) > ulp(want) {
+			t.Fatalf("ns case %d: sum %v, e2e %v (was %v)", i, r.Sum(), r.E2E, want)
+		}
+	}
 	bad := Record{E2E: math.Inf(1)}
 	if err := bad.FillOther(); !errors.Is(err, ErrInvalidRecord) {
 		t.Fatalf("FillOther with infinite e2e: %v", err)
