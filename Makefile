@@ -13,9 +13,10 @@ LDFLAGS      := -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.
 TEST_TIMEOUT ?= 25m
 FUZZTIME     ?= 60s
 
-# Debian packages the tests need: promtool for the compatibility test,
+# Debian packages the tests need: promtool for the compatibility and rules tests,
+# Alertmanager for the alerting test,
 # clang/llvm/libbpf for the eBPF programs, bpftool to regenerate vmlinux.h.
-APT_PACKAGES := prometheus clang-14 llvm-14 libbpf-dev bpftool gcc python3
+APT_PACKAGES := prometheus prometheus-alertmanager clang-14 llvm-14 libbpf-dev bpftool gcc python3
 
 .PHONY: help
 help: ## list targets

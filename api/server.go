@@ -54,6 +54,14 @@ type Options struct {
 	// Config returns the configuration in force, reported by
 	// /api/v1/status/config; nil means Prometheus' defaults.
 	Config func() *config.Config
+	// Rules serves /api/v1/rules and /api/v1/alerts; nil answers empty
+	// lists.
+	Rules v1.RulesRetriever
+	// Alertmanagers serves /api/v1/alertmanagers; nil answers empty lists.
+	Alertmanagers v1.AlertmanagerRetriever
+	// Reload, when set, is called by POST/PUT /-/reload (Prometheus'
+	// --web.enable-lifecycle); nil leaves the endpoint unrouted.
+	Reload func() error
 	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
 	// Prometheus.
 	CORSOrigin *regexp.Regexp
@@ -107,10 +115,18 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		BuildDate: opts.Build.BuildDate,
 		GoVersion: runtime.Version(),
 	}
+	var rulesRetriever v1.RulesRetriever = noScrape{}
+	if opts.Rules != nil {
+		rulesRetriever = opts.Rules
+	}
+	var amRetriever v1.AlertmanagerRetriever = noScrape{}
+	if opts.Alertmanagers != nil {
+		amRetriever = opts.Alertmanagers
+	}
 	promAPI := v1.NewAPI(engine, db, db, db,
 		func(context.Context) v1.ScrapePoolsRetriever { return noScrape{} },
 		func(context.Context) v1.TargetRetriever { return noScrape{} },
-		func(context.Context) v1.AlertmanagerRetriever { return noScrape{} },
+		func(context.Context) v1.AlertmanagerRetriever { return amRetriever },
 		cfgFunc,
 		opts.Flags,
 		v1.GlobalURLOptions{ListenAddress: opts.ListenAddress, Host: opts.ListenAddress, Scheme: "http"},
@@ -120,7 +136,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		opts.EnableAdmin,
 		false, 0,
 		logger,
-		func(context.Context) v1.RulesRetriever { return noScrape{} },
+		func(context.Context) v1.RulesRetriever { return rulesRetriever },
 		opts.RemoteReadSampleLimit,
 		opts.RemoteReadConcurrency,
 		opts.RemoteReadBytesInFrame,
@@ -155,6 +171,15 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("tailroot is Ready.\n"))
 	}).Methods(http.MethodGet, http.MethodHead)
+	if opts.Reload != nil {
+		r.HandleFunc("/-/reload", func(w http.ResponseWriter, _ *http.Request) {
+			if err := opts.Reload(); err != nil {
+				http.Error(w, "failed to reload config: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		}).Methods(http.MethodPost, http.MethodPut)
+	}
 	r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if h.RemoteWrite != nil {
 		r.Handle("/api/v1/write", h.RemoteWrite)

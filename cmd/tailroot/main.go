@@ -27,6 +27,7 @@ commands:
   serve      run the server (Prometheus-compatible API, remote write ingest)
   attribute  print the P99 stage breakdown of a window from a running server
   simulate   generate an incident scenario, push or write it, print its ground truth
+  check      check rule files (tailroot check rules FILE...), tailroot functions included
   eval-rca   score root-cause ranking (AC@1, AC@3, Avg@5) against plain BARO on simulated incidents
   version    print the version
 
@@ -49,6 +50,8 @@ func main() {
 		err = simulateCommand(os.Args[2:])
 	case "eval-rca":
 		err = evalRCACommand(os.Args[2:])
+	case "check":
+		err = checkCommand(os.Args[2:], os.Stdout)
 	case "version", "--version", "-version":
 		fmt.Printf("tailroot, version %s (revision: %s, branch: %s)\n  build user: %s\n  build date: %s\n", version, revision, branch, buildUser, buildDate)
 	case "help", "-h", "--help":

@@ -26,6 +26,7 @@ import (
 	"github.com/tailroot/tailroot/internal/promcfg"
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/builtin"
+	"github.com/tailroot/tailroot/ruler"
 	simrequests "github.com/tailroot/tailroot/sim/requests"
 	"github.com/tailroot/tailroot/tsdb"
 	"github.com/tailroot/tailroot/tsdb/evidence"
@@ -64,6 +65,7 @@ type serveConfig struct {
 	reportS3                             api.S3Options
 	evidence                             evidence.Options
 	shutdownTimeout                      time.Duration
+	rules                                rulesFlags
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -111,11 +113,15 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	c.rules.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := c.rules.resolve(c.listen); err != nil {
+		return nil, fs, err
 	}
 	c.records.SeriesLabels = splitList(c.seriesLabels)
 	c.otlp.PromoteResourceAttributes = splitList(c.promoteAttrs)
@@ -253,12 +259,33 @@ func serve(args []string) error {
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
 		r.Handle("/v1/metrics", otlpMetrics).Methods(http.MethodPost)
 	}
+	c.rules.opts.Logger = logger.With("component", "rules")
+	c.rules.opts.Registerer = reg
+	rulesEngine, err := ruler.New(engine, engine.Parser(), db, c.rules.opts)
+	if err != nil {
+		return err
+	}
+	reload := &reloader{holder: cfgHolder, logger: logger.With("component", "config")}
+	reload.add("rules", rulesEngine.ApplyConfig)
+	if err := reload.apply(cfgHolder.Get()); err != nil {
+		return fmt.Errorf("config %s: %w", cfgHolder.Path(), err)
+	}
+	rulesEngine.Run()
+	defer rulesEngine.Stop()
+	var reloadEndpoint func() error
+	if c.rules.enableLifecycle {
+		reloadEndpoint = reload.reload
+	}
+
 	srv := api.New(db, engine, api.Handlers{RemoteWrite: rw, Extra: extra}, api.Options{
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
 		Flags:         flagsMap,
 		Retention:     c.db.Retention.String(),
 		Config:        cfgHolder.Get,
+		Rules:         rulesEngine,
+		Alertmanagers: rulesEngine,
+		Reload:        reloadEndpoint,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},
@@ -275,6 +302,19 @@ func serve(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = reload.reload()
+			}
+		}
+	}()
 
 	errc := make(chan error, 2)
 	go func() {
