@@ -57,6 +57,12 @@ type Options struct {
 	// Rules serves /api/v1/rules and /api/v1/alerts; nil answers empty
 	// lists.
 	Rules v1.RulesRetriever
+	// Targets serves /api/v1/targets and /api/v1/scrape_pools; nil answers
+	// empty lists.
+	Targets interface {
+		v1.TargetRetriever
+		v1.ScrapePoolsRetriever
+	}
 	// Alertmanagers serves /api/v1/alertmanagers; nil answers empty lists.
 	Alertmanagers v1.AlertmanagerRetriever
 	// Reload, when set, is called by POST/PUT /-/reload (Prometheus'
@@ -123,9 +129,16 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if opts.Alertmanagers != nil {
 		amRetriever = opts.Alertmanagers
 	}
+	var targets interface {
+		v1.TargetRetriever
+		v1.ScrapePoolsRetriever
+	} = noScrape{}
+	if opts.Targets != nil {
+		targets = opts.Targets
+	}
 	promAPI := v1.NewAPI(engine, db, db, db,
-		func(context.Context) v1.ScrapePoolsRetriever { return noScrape{} },
-		func(context.Context) v1.TargetRetriever { return noScrape{} },
+		func(context.Context) v1.ScrapePoolsRetriever { return targets },
+		func(context.Context) v1.TargetRetriever { return targets },
 		func(context.Context) v1.AlertmanagerRetriever { return amRetriever },
 		cfgFunc,
 		opts.Flags,

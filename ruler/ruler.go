@@ -53,6 +53,9 @@ type Options struct {
 	// NotificationQueueCapacity is how many alerts wait for Alertmanager.
 	// Zero means 10000.
 	NotificationQueueCapacity int
+	// SDMetrics are the service-discovery metrics shared with the other
+	// discovery managers of the process; nil creates and registers them.
+	SDMetrics *discovery.SDMetrics
 	// Logger receives the components' logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the prometheus_rule_* and
@@ -116,10 +119,13 @@ func New(engine promql.QueryEngine, p parser.Parser, store Store, opts Options) 
 		reg = prometheus.NewRegistry()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sdMetrics, err := discovery.CreateAndRegisterSDMetrics(reg)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("ruler: discovery metrics: %w", err)
+	sdMetrics := opts.SDMetrics
+	if sdMetrics == nil {
+		var err error
+		if sdMetrics, err = discovery.CreateAndRegisterSDMetrics(reg); err != nil {
+			cancel()
+			return nil, fmt.Errorf("ruler: discovery metrics: %w", err)
+		}
 	}
 	dm := discovery.NewManager(ctx, opts.Logger.With("component", "discovery manager notify"), reg, sdMetrics, discovery.Name("notify"))
 	if dm == nil {

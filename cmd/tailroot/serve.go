@@ -20,9 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/prometheus/discovery"
 
 	"github.com/tailroot/tailroot/api"
 	"github.com/tailroot/tailroot/ingest"
+	"github.com/tailroot/tailroot/ingest/scraper"
 	"github.com/tailroot/tailroot/internal/promcfg"
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/builtin"
@@ -259,19 +261,31 @@ func serve(args []string) error {
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
 		r.Handle("/v1/metrics", otlpMetrics).Methods(http.MethodPost)
 	}
+	sdMetrics, err := discovery.CreateAndRegisterSDMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("service discovery metrics: %w", err)
+	}
 	c.rules.opts.Logger = logger.With("component", "rules")
 	c.rules.opts.Registerer = reg
+	c.rules.opts.SDMetrics = sdMetrics
 	rulesEngine, err := ruler.New(engine, engine.Parser(), db, c.rules.opts)
 	if err != nil {
 		return err
 	}
+	scrapes, err := scraper.New(db, db.Metadata, scraper.Options{SDMetrics: sdMetrics, Logger: logger.With("component", "scrape"), Registerer: reg})
+	if err != nil {
+		return err
+	}
 	reload := &reloader{holder: cfgHolder, logger: logger.With("component", "config")}
+	reload.add("scrape", scrapes.ApplyConfig)
 	reload.add("rules", rulesEngine.ApplyConfig)
 	if err := reload.apply(cfgHolder.Get()); err != nil {
 		return fmt.Errorf("config %s: %w", cfgHolder.Path(), err)
 	}
 	rulesEngine.Run()
 	defer rulesEngine.Stop()
+	scrapes.Run()
+	defer scrapes.Stop()
 	var reloadEndpoint func() error
 	if c.rules.enableLifecycle {
 		reloadEndpoint = reload.reload
@@ -284,6 +298,7 @@ func serve(args []string) error {
 		Retention:     c.db.Retention.String(),
 		Config:        cfgHolder.Get,
 		Rules:         rulesEngine,
+		Targets:       scrapes.Manager(),
 		Alertmanagers: rulesEngine,
 		Reload:        reloadEndpoint,
 		Build: api.BuildInfo{

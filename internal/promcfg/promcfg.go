@@ -16,6 +16,15 @@ import (
 	"sync"
 
 	"github.com/prometheus/prometheus/config"
+
+	// Service discovery mechanisms scrape_configs and alerting may use
+	// (static_configs is built in). Registering them is what lets the
+	// loader parse their sections; Kubernetes discovery is not built in
+	// (client-go's dependency tree), so kubernetes_sd_configs is refused by
+	// name.
+	_ "github.com/prometheus/prometheus/discovery/dns"
+	_ "github.com/prometheus/prometheus/discovery/file"
+	_ "github.com/prometheus/prometheus/discovery/http"
 )
 
 // Load reads a Prometheus configuration file. An empty path gives
