@@ -290,6 +290,16 @@ func TestDifferentialAgainstUpstreamAPI(t *testing.T) {
 		{"/api/v1/format_query", url.Values{"query": {`sum by(a)(rate(x[5m]))`}}},
 		{"/api/v1/status/tsdb", nil},
 		{"/api/v1/query_exemplars", url.Values{"query": {`http_requests_total`}}},
+		// Prometheus rejects these; MetricsQL would accept the first, and
+		// the others need --enable-feature=promql-experimental-functions.
+		{"/api/v1/query", url.Values{"query": {`rate(vllm:num_requests_running)`}}},
+		{"/api/v1/query_range", url.Values{"query": {`rate(vllm:num_requests_running)`}, "start": {"1"}, "end": {"100"}, "step": {"10"}}},
+		{"/api/v1/query", url.Values{"query": {`info(vllm:num_requests_running)`}}},
+		{"/api/v1/query", url.Values{"query": {`sort_by_label(vllm:num_requests_running, "instance")`}}},
+		{"/api/v1/query", url.Values{"query": {`limitk(1, vllm:num_requests_running)`}}},
+		{"/api/v1/metadata", nil},
+		{"/api/v1/metadata", url.Values{"metric": {"vllm:num_requests_running"}}},
+		{"/api/v1/metadata", url.Values{"limit": {"0"}}},
 	} {
 		c1, b1 := get(t, ours, c.path, c.params)
 		c2, b2 := get(t, theirs, c.path, c.params)

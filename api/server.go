@@ -3,13 +3,17 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -17,8 +21,10 @@ import (
 	"github.com/klauspost/compress/gzhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/route"
 	"github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/scrape"
 	"github.com/prometheus/prometheus/util/notifications"
@@ -201,7 +207,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if h.Extra != nil {
 		h.Extra(r)
 	}
-	r.PathPrefix("/api/v1/").Handler(apiRouter)
+	r.PathPrefix("/api/v1/").Handler(dialect(apiRouter))
 	r.HandleFunc("/", s.landing).Methods(http.MethodGet)
 	return s
 }
@@ -259,7 +265,60 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 		writeData(w, map[string]any{})
 		return
 	}
-	writeData(w, s.db.Metadata.Get(r.FormValue("metric"), limit, limitPer))
+	// Families are listed while they have series, as Prometheus lists the
+	// metadata of its active targets: metadata of derived series that were
+	// never written, or whose series are gone, is not shown. The limit
+	// applies after that filter.
+	all := s.db.Metadata.Get(r.FormValue("metric"), -1, limitPer)
+	names, err := s.metricNames(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "list metric names: "+err.Error())
+		return
+	}
+	fams := make([]string, 0, len(all))
+	for f := range all {
+		if hasSeries(names, f) {
+			fams = append(fams, f)
+		}
+	}
+	sort.Strings(fams)
+	out := make(map[string][]metadata.Metadata, len(fams))
+	for _, f := range fams {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		out[f] = all[f]
+	}
+	writeData(w, out)
+}
+
+// metricNames lists every __name__ the TSDB holds.
+func (s *Server) metricNames(ctx context.Context) (map[string]struct{}, error) {
+	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	vals, _, err := q.LabelValues(ctx, model.MetricNameLabel, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]struct{}, len(vals))
+	for _, v := range vals {
+		out[v] = struct{}{}
+	}
+	return out, nil
+}
+
+// hasSeries reports whether family f has a series under its own name or a
+// suffixed one (counters' _total, histograms' and summaries' parts).
+func hasSeries(names map[string]struct{}, f string) bool {
+	for _, suffix := range []string{"", "_total", "_bucket", "_sum", "_count", "_created", "_info", "_gcount", "_gsum"} {
+		if _, ok := names[f+suffix]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) landing(w http.ResponseWriter, r *http.Request) {
@@ -284,15 +343,23 @@ type envelope struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// writeData and writeError write the envelope as Prometheus' API does:
+// one JSON object, no trailing newline.
 func writeData(w http.ResponseWriter, data any) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(envelope{Status: "success", Data: data})
+	b, err := json.Marshal(envelope{Status: "success", Data: data})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "encode response: "+err.Error())
+		return
+	}
+	_, _ = w.Write(b)
 }
 
 func writeError(w http.ResponseWriter, code int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(envelope{Status: "error", ErrorType: typ, Error: msg})
+	b, _ := json.Marshal(envelope{Status: "error", ErrorType: typ, Error: msg})
+	_, _ = w.Write(b)
 }
 
 // noScrape answers the API's scrape, alerting and rule questions for a
@@ -309,3 +376,31 @@ func (noScrape) Alertmanagers() []*url.URL                             { return 
 func (noScrape) DroppedAlertmanagers() []*url.URL                      { return nil }
 func (noScrape) RuleGroups() []*rules.Group                            { return nil }
 func (noScrape) AlertingRules() []*rules.AlertingRule                  { return nil }
+
+// dialect lets a client opt in to MetricsQL for one request, with the
+// parameter dialect=metricsql or the header X-Tailroot-Dialect: metricsql;
+// without it a query PromQL rejects gets PromQL's error, as from Prometheus.
+// Any other dialect value is refused, so a typo is not silently PromQL.
+func dialect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := r.Header.Get("X-Tailroot-Dialect")
+		if v := r.URL.Query().Get("dialect"); v != "" {
+			d = v
+		} else if r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+			if err := r.ParseForm(); err == nil {
+				if v := r.PostForm.Get("dialect"); v != "" {
+					d = v
+				}
+			}
+		}
+		switch strings.ToLower(d) {
+		case "", "promql":
+		case "metricsql":
+			r = r.WithContext(query.WithMetricsQL(r.Context()))
+		default:
+			writeError(w, http.StatusBadRequest, "bad_data", fmt.Sprintf("dialect %q: want promql or metricsql", d))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

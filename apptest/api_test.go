@@ -45,7 +45,23 @@ func TestAPIEndToEnd(t *testing.T) {
 	at := t0.Add(time.Minute)
 
 	t.Run("metricsql fallback", func(t *testing.T) {
-		code, body := app.Get(t, "/api/v1/query", url.Values{"query": {`WITH (q = queue_depth) median(q)`}, "time": {seconds(at.UnixMilli())}})
+		// Without the opt-in, a query PromQL rejects gets PromQL's error,
+		// as from Prometheus: rate() of an instant vector, WITH templates.
+		for _, q := range []string{`WITH (q = queue_depth) median(q)`, `rate(queue_depth)`} {
+			code, body := app.Get(t, "/api/v1/query", url.Values{"query": {q}, "time": {seconds(at.UnixMilli())}})
+			if code != 400 || !strings.Contains(string(body), `"errorType":"bad_data"`) {
+				t.Errorf("%s without dialect=metricsql: %d %s", q, code, body)
+			}
+		}
+		code, body := app.Get(t, "/api/v1/query", url.Values{"query": {`rate(queue_depth)`}, "time": {seconds(at.UnixMilli())}, "dialect": {"metricsql"}})
+		if code != 200 || !strings.Contains(string(body), "MetricsQL query evaluated as PromQL") {
+			t.Errorf("rate(queue_depth) with dialect=metricsql: %d %s", code, body)
+		}
+		code, body = app.Get(t, "/api/v1/query", url.Values{"query": {`queue_depth`}, "dialect": {"sql"}})
+		if code != 400 || !strings.Contains(string(body), `dialect \"sql\"`) {
+			t.Errorf("unknown dialect: %d %s", code, body)
+		}
+		code, body = app.Get(t, "/api/v1/query", url.Values{"query": {`WITH (q = queue_depth) median(q)`}, "time": {seconds(at.UnixMilli())}, "dialect": {"metricsql"}})
 		var r Response
 		if err := json.Unmarshal(body, &r); err != nil || code != 200 {
 			t.Fatalf("%d %s", code, body)

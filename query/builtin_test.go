@@ -16,7 +16,11 @@ var builtinSkips = map[string]string{}
 
 // TestUpstreamPromQLSuite runs Prometheus' own PromQL acceptance suite
 // against the engine as `tailroot serve` builds it (DefaultOptions, the
-// registry with every tailroot function, MetricsQL fallback).
+// registry with every tailroot function), with the experimental features
+// the suite exercises enabled as Prometheus enables them for it
+// (--enable-feature=promql-experimental-functions,promql-delayed-name-removal,
+// promql-binop-fill-modifiers,promql-unquoted-utf8-names), and with and
+// without the MetricsQL fallback.
 func TestUpstreamPromQLSuite(t *testing.T) {
 	ro := records.DefaultOptions()
 	ro.Dir = t.TempDir()
@@ -29,15 +33,24 @@ func TestUpstreamPromQLSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ng, err := query.New(query.DefaultOptions(), funcs, nil, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, metricsQL := range []bool{false, true} {
+		opts := query.DefaultOptions()
+		opts.ExperimentalFunctions, opts.DelayedNameRemoval, opts.BinopFillModifiers, opts.UnquotedUTF8Names = true, true, true, true
+		opts.MetricsQL = metricsQL
+		ng, err := query.New(opts, funcs, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ng.Close() })
+		if len(builtinSkips) > 0 {
+			t.Logf("skipping %d upstream files: %v", len(builtinSkips), builtinSkips)
+		}
+		name := "promql"
+		if metricsQL {
+			name = "metricsql-fallback"
+		}
+		t.Run(name, func(t *testing.T) { promqltest.RunBuiltinTests(skipper{t}, ng) })
 	}
-	t.Cleanup(func() { _ = ng.Close() })
-	if len(builtinSkips) > 0 {
-		t.Logf("skipping %d upstream files: %v", len(builtinSkips), builtinSkips)
-	}
-	promqltest.RunBuiltinTests(skipper{t}, ng)
 }
 
 // skipper skips the files named in builtinSkips.

@@ -29,10 +29,15 @@ type Options struct {
 	// ActiveQueryDir, when set, keeps a log of running queries there, so a
 	// query that crashed the process is logged at the next start.
 	ActiveQueryDir string
-	// DisableMetricsQL turns the MetricsQL fallback off.
-	DisableMetricsQL bool
-	// Experimental PromQL features; DefaultOptions enables them all, since
-	// tailroot's functions are experimental in PromQL's sense.
+	// MetricsQL, when true, translates every query PromQL rejects and
+	// MetricsQL accepts, for every client. When false (the default) only
+	// queries whose context carries WithMetricsQL are translated (the
+	// API sets it for dialect=metricsql), so a Prometheus client gets the
+	// error Prometheus would return.
+	MetricsQL bool
+	// Experimental PromQL features, off by default as in Prometheus
+	// (--enable-feature=promql-experimental-functions, …). tailroot's own
+	// functions do not depend on them.
 	ExperimentalFunctions bool
 	BinopFillModifiers    bool
 	UnquotedUTF8Names     bool
@@ -42,15 +47,28 @@ type Options struct {
 // DefaultOptions is what `tailroot serve` evaluates with.
 func DefaultOptions() Options {
 	return Options{
-		Timeout:               2 * time.Minute,
-		MaxSamples:            50_000_000,
-		LookbackDelta:         5 * time.Minute,
-		MaxConcurrent:         20,
-		ExperimentalFunctions: true,
-		BinopFillModifiers:    true,
-		UnquotedUTF8Names:     true,
-		DelayedNameRemoval:    true,
+		Timeout:       2 * time.Minute,
+		MaxSamples:    50_000_000,
+		LookbackDelta: 5 * time.Minute,
+		MaxConcurrent: 20,
 	}
+}
+
+type metricsQLKey struct{}
+
+// WithMetricsQL marks a query's context as accepting MetricsQL: a query
+// PromQL rejects is then translated when MetricsQL accepts it.
+func WithMetricsQL(ctx context.Context) context.Context {
+	return context.WithValue(ctx, metricsQLKey{}, true)
+}
+
+// metricsQLAllowed reports whether ctx accepts MetricsQL.
+func (e *Engine) metricsQLAllowed(ctx context.Context) bool {
+	if e.opts.MetricsQL {
+		return true
+	}
+	v, _ := ctx.Value(metricsQLKey{}).(bool)
+	return v
 }
 
 // Engine evaluates PromQL with the upstream engine and falls back to
@@ -141,7 +159,7 @@ func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts 
 		return &plannedQuery{e: e, q: q, opts: opts, expr: expr, calls: calls, start: ts, end: ts, qs: qs}, nil
 	}
 	qry, err := e.ng.NewInstantQuery(ctx, q, opts, qs, ts)
-	if err == nil || !isParseError(err) {
+	if err == nil || !isParseError(err) || !e.metricsQLAllowed(ctx) {
 		return qry, err
 	}
 	translated, ok := e.translate(qs, 0)
@@ -169,7 +187,7 @@ func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts pr
 		return &plannedQuery{e: e, q: q, opts: opts, expr: expr, calls: calls, start: start, end: end, step: step, qs: qs}, nil
 	}
 	qry, err := e.ng.NewRangeQuery(ctx, q, opts, qs, start, end, step)
-	if err == nil || !isParseError(err) {
+	if err == nil || !isParseError(err) || !e.metricsQLAllowed(ctx) {
 		return qry, err
 	}
 	translated, ok := e.translate(qs, step)
@@ -185,9 +203,6 @@ func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts pr
 
 // translate returns the PromQL form of a MetricsQL query, when it has one.
 func (e *Engine) translate(qs string, step time.Duration) (string, bool) {
-	if e.opts.DisableMetricsQL {
-		return "", false
-	}
 	out, err := e.translateMetricsQL(qs, step)
 	if err != nil {
 		return "", false

@@ -68,6 +68,7 @@ type serveConfig struct {
 	evidence                             evidence.Options
 	shutdownTimeout                      time.Duration
 	rules                                rulesFlags
+	features                             featureList
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -116,6 +117,8 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
 	c.rules.register(fs)
+	fs.Var(&c.features, "enable-feature", "comma-separated Prometheus feature names to enable (promql-experimental-functions, promql-delayed-name-removal, promql-binop-fill-modifiers, promql-unquoted-utf8-names); repeatable")
+	fs.BoolVar(&c.query.MetricsQL, "query.metricsql", false, "translate MetricsQL for every client; otherwise only for queries sent with dialect=metricsql (parameter) or X-Tailroot-Dialect: metricsql (header)")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -203,6 +206,9 @@ func serve(args []string) error {
 		}
 	}()
 
+	if err := applyFeatures(c.features, &c.query, logger); err != nil {
+		return err
+	}
 	c.query.ActiveQueryDir = filepath.Join(c.dataDir, "queries")
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)

@@ -30,12 +30,17 @@ import (
 // Load reads a Prometheus configuration file. An empty path gives
 // Prometheus' defaults (no external labels, 1m evaluation interval).
 func Load(path string, logger *slog.Logger) (*config.Config, error) {
-	if path == "" {
-		c := config.DefaultConfig
-		return &c, nil
-	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if path == "" {
+		// An empty document, loaded and validated as a file would be, so
+		// that every part of it (scrape configs included) can be read.
+		c, err := config.Load("", logger)
+		if err != nil {
+			return nil, fmt.Errorf("load default config: %w", err)
+		}
+		return c, nil
 	}
 	c, err := config.LoadFile(path, false, logger)
 	if err != nil {

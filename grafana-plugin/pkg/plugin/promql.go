@@ -38,10 +38,11 @@ func (d *Datasource) runPromQL(ctx context.Context, q *Query, dq backend.DataQue
 		}
 		start, end := alignRange(dq.TimeRange, step)
 		env, err := d.client.get(ctx, "/api/v1/query_range", url.Values{
-			"query": {expr},
-			"start": {formatUnix(start)},
-			"end":   {formatUnix(end)},
-			"step":  {formatSeconds(step)},
+			"query":   {expr},
+			"dialect": {"metricsql"},
+			"start":   {formatUnix(start)},
+			"end":     {formatUnix(end)},
+			"step":    {formatSeconds(step)},
 		})
 		if err != nil {
 			return resp, err
@@ -54,8 +55,9 @@ func (d *Datasource) runPromQL(ctx context.Context, q *Query, dq backend.DataQue
 	}
 	if q.Instant {
 		env, err := d.client.get(ctx, "/api/v1/query", url.Values{
-			"query": {expr},
-			"time":  {formatUnix(dq.TimeRange.To)},
+			"query":   {expr},
+			"dialect": {"metricsql"},
+			"time":    {formatUnix(dq.TimeRange.To)},
 		})
 		if err != nil {
 			return resp, err
