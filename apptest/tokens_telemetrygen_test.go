@@ -108,11 +108,15 @@ func TestTokensTelemetrygen(t *testing.T) {
 	if v := app.Scalar(t, `tg_requests_total{job="tg-svc"}`, at); v != 4 {
 		t.Errorf("tg_requests_total %v, want 4", v)
 	}
-	if v := app.Scalar(t, `histogram_count(tg_latency{job="tg-svc"})`, at); v != 10 {
+	// Explicit-bucket histograms are classic series, as in Prometheus.
+	if v := app.Scalar(t, `tg_latency_count{job="tg-svc"}`, at); v != 10 {
 		t.Errorf("histogram count %v, want 10", v)
 	}
-	if v := app.Scalar(t, `histogram_sum(tg_latency{job="tg-svc"})`, at); v != 3940 {
+	if v := app.Scalar(t, `tg_latency_sum{job="tg-svc"}`, at); v != 3940 {
 		t.Errorf("histogram sum %v, want 3940", v)
+	}
+	if v := app.Scalar(t, `max(tg_latency_bucket{job="tg-svc",le="+Inf"})`, at); v != 10 {
+		t.Errorf("+Inf bucket %v, want 10", v)
 	}
 	if v := app.Scalar(t, `histogram_count(tg_expo{job="tg-svc"})`, at); !(v >= 10 && v < 30) {
 		t.Errorf("exponential histogram count %v, want 10–29 observations", v)

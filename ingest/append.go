@@ -353,8 +353,11 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 				continue
 			}
 		}
-		if n == 0 && len(ts.Exemplars) == 0 {
-			a.res.bad.add("series %s: has no samples, histograms or exemplars", ls.String())
+		// As in Prometheus: exemplars travel with a sample of their series;
+		// a series with exemplars only is refused rather than dropped.
+		if n == 0 {
+			h.rejected.WithLabelValues("no_samples").Add(float64(len(ts.Exemplars)))
+			a.res.bad.add("series %s: has no samples or histograms (%d exemplars need a sample of their series)", ls.String(), len(ts.Exemplars))
 			continue
 		}
 		if len(ts.Samples) > 0 && len(ts.Histograms) > 0 {

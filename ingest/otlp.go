@@ -45,11 +45,13 @@ type OTLPOptions struct {
 	// TranslationStrategy names metrics and labels; the zero value means
 	// UnderscoreEscapingWithSuffixes, the Prometheus 3 default.
 	TranslationStrategy otlptranslator.TranslationStrategyOption
-	// ClassicHistograms stores explicit-bucket histograms as classic
-	// _bucket/_sum/_count series. The default (false) stores them as native
-	// histograms with custom buckets; exponential histograms are always
-	// native histograms.
-	ClassicHistograms bool
+	// ConvertHistogramsToNHCB stores explicit-bucket histograms as native
+	// histograms with custom buckets (Prometheus'
+	// otlp.convert_histograms_to_nhcb). The default (false) stores them as
+	// classic _bucket/_sum/_count series, as Prometheus does, so
+	// histogram_quantile(…, rate(x_bucket[5m])) works as users write it.
+	// Exponential histograms are always native histograms.
+	ConvertHistogramsToNHCB bool
 	// MaxFutureSkew rejects samples further ahead of the server clock.
 	// Zero means 10 minutes.
 	MaxFutureSkew time.Duration
@@ -78,8 +80,8 @@ func (o OTLPOptions) withDefaults() OTLPOptions {
 // service.instance.id, the other resource attributes on target_info (or
 // promoted to labels when configured), sums and gauges as floats,
 // exponential histograms as native histograms and explicit-bucket
-// histograms as native histograms with custom buckets, exemplars with
-// their trace ids.
+// histograms as classic histograms (or native histograms with custom
+// buckets, with ConvertHistogramsToNHCB), exemplars with their trace ids.
 //
 // Unlike the upstream handler, a sample the store refuses (out of order,
 // too old, too far in the future, an invalid histogram) does not fail the
@@ -117,7 +119,7 @@ func NewOTLPMetrics(app storage.AppendableV2, md MetadataSink, opts OTLPOptions,
 			PromoteResourceAttributes:         opts.PromoteResourceAttributes,
 			TranslationStrategy:               opts.TranslationStrategy,
 			KeepIdentifyingResourceAttributes: opts.KeepIdentifyingResourceAttributes,
-			ConvertHistogramsToNHCB:           !opts.ClassicHistograms,
+			ConvertHistogramsToNHCB:           opts.ConvertHistogramsToNHCB,
 		},
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "tailroot_otlp_metrics_requests_total",

@@ -99,12 +99,45 @@ func testMetrics(ts time.Time) pmetric.Metrics {
 	return md
 }
 
+// TestOTLPClassicHistogramsByDefault: without ConvertHistogramsToNHCB an
+// explicit-bucket histogram is stored as classic _bucket/_sum/_count
+// series, as Prometheus stores it, so the usual histogram_quantile over
+// rate(x_bucket[5m]) finds it.
+func TestOTLPClassicHistogramsByDefault(t *testing.T) {
+	db := openTestDB(t)
+	h := NewOTLPMetrics(db, db.Metadata, OTLPOptions{}, nil, nil)
+	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	body, err := pmetricotlp.NewExportRequestFromMetrics(testMetrics(ts)).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := postOTLP(t, h, "/api/v1/otlp/v1/metrics", "application/x-protobuf", true, body); w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	id := []string{"job", "vllm", "instance", "gpu-node-1:8000"}
+	for le, want := range map[string]float64{"0.1": 1, "1": 3, "+Inf": 6} {
+		if s := one(t, db, "http_server_request_duration_seconds_bucket", append(id, "le", le)...); s.f != want || s.h != nil {
+			t.Errorf("bucket le=%s: %v (histogram %v), want %v", le, s.f, s.h, want)
+		}
+	}
+	if s := one(t, db, "http_server_request_duration_seconds_count", id...); s.f != 6 {
+		t.Errorf("_count %v, want 6", s.f)
+	}
+	if s := one(t, db, "http_server_request_duration_seconds_sum", id...); s.f != 5.5 {
+		t.Errorf("_sum %v, want 5.5", s.f)
+	}
+	if n := len(lastSamples(t, db, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "http_server_request_duration_seconds"))); n != 0 {
+		t.Errorf("%d native histogram series stored as well", n)
+	}
+}
+
 // TestOTLPMetrics posts the metrics and reads back every series: names and
-// labels as Prometheus 3 translates them, values exact, histograms native,
+// labels as Prometheus 3 translates them, values exact, histograms native
+// (with ConvertHistogramsToNHCB),
 // and a 200 whose partial_success names the two refused points.
 func TestOTLPMetrics(t *testing.T) {
 	db := openTestDB(t)
-	h := NewOTLPMetrics(db, db.Metadata, OTLPOptions{PromoteResourceAttributes: []string{"k8s.pod.name"}}, nil, nil)
+	h := NewOTLPMetrics(db, db.Metadata, OTLPOptions{PromoteResourceAttributes: []string{"k8s.pod.name"}, ConvertHistogramsToNHCB: true}, nil, nil)
 	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	body, err := pmetricotlp.NewExportRequestFromMetrics(testMetrics(ts)).MarshalProto()
 	if err != nil {

@@ -267,3 +267,26 @@ func TestReadBodyClosesNothingTwice(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+// TestExemplarsWithoutSamplesRefused: a 2.0 series with exemplars but no
+// sample is refused with 400 naming it, as Prometheus does, not dropped
+// with 204; the other series of the request are written.
+func TestExemplarsWithoutSamplesRefused(t *testing.T) {
+	db := openDB(t)
+	h := newHandler(t, db, DefaultOptions())
+	now := time.Now().UnixMilli()
+	req := toV2([]prompb.TimeSeries{series1("m", "good", now, 1), {Labels: []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "instance", Value: "exonly"}}}})
+	st := writev2.NewSymbolTable()
+	for _, s := range req.Symbols {
+		st.Symbolize(s)
+	}
+	req.Timeseries[1].Exemplars = []writev2.Exemplar{{LabelsRefs: st.SymbolizeLabels(labels.FromStrings("trace_id", "abc"), nil), Value: 2, Timestamp: now}}
+	req.Symbols = st.Symbols()
+	rec := post(h, ctV2, "snappy", encode(t, req))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `instance="exonly"`) || !strings.Contains(rec.Body.String(), "no samples") {
+		t.Fatalf("exemplar-only series: %d %s", rec.Code, rec.Body)
+	}
+	if got := count(t, db, "m"); len(got) != 1 || got[`{__name__="m", instance="good"}`][0] != 1 {
+		t.Fatalf("stored %v, want only the good series", got)
+	}
+}

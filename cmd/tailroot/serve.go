@@ -110,7 +110,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.Var(bytesFlag{&c.records.MaxBodyBytes}, "records.max-body-size", "largest request-record or OTLP traces body accepted (413 above); 0 means 32MiB")
 	fs.IntVar(&c.records.MaxRecordsPerRequest, "records.max-per-request", 100000, "most requests (NDJSON lines or spans) in one push (413 above)")
 	fs.StringVar(&c.promoteAttrs, "otlp.promote-resource-attributes", "", "OTLP resource attributes promoted to labels of every series (comma-separated)")
-	fs.BoolVar(&c.otlp.ClassicHistograms, "otlp.classic-histograms", false, "store OTLP explicit-bucket histograms as classic _bucket series instead of native histograms with custom buckets")
+	fs.BoolVar(&c.otlp.ConvertHistogramsToNHCB, "otlp.convert-histograms-to-nhcb", false, "store OTLP explicit-bucket histograms as native histograms with custom buckets instead of classic _bucket series (Prometheus' otlp.convert_histograms_to_nhcb)")
 	fs.DurationVar(&c.query.Timeout, "query.timeout", c.query.Timeout, "maximum time a query may take")
 	fs.IntVar(&c.query.MaxSamples, "query.max-samples", c.query.MaxSamples, "maximum samples a query may load into memory")
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
