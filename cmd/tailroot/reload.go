@@ -19,7 +19,10 @@ type reloader struct {
 	mu     sync.Mutex
 	holder *promcfg.Holder
 	logger *slog.Logger
-	steps  []reloadStep
+	// validate, when set, refuses a configuration before any component
+	// sees it.
+	validate func(*config.Config) error
+	steps    []reloadStep
 }
 
 type reloadStep struct {
@@ -35,6 +38,11 @@ func (r *reloader) add(name string, apply func(*config.Config) error) {
 
 // apply gives cfg to every component. All are tried; the errors are joined.
 func (r *reloader) apply(cfg *config.Config) error {
+	if r.validate != nil {
+		if err := r.validate(cfg); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	for _, s := range r.steps {
 		if err := s.apply(cfg); err != nil {

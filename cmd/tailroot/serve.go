@@ -173,6 +173,10 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := unsupportedConfig(cfgHolder.Get()); err != nil {
+		return fmt.Errorf("config %s: %w", cfgHolder.Path(), err)
+	}
+	applyStartupConfig(c, fs, cfgHolder.Get())
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -282,7 +286,8 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	reload := &reloader{holder: cfgHolder, logger: logger.With("component", "config")}
+	reload := &reloader{holder: cfgHolder, logger: logger.With("component", "config"), validate: unsupportedConfig}
+	reload.add("query log", queryLog(engine))
 	reload.add("scrape", scrapes.ApplyConfig)
 	reload.add("rules", rulesEngine.ApplyConfig)
 	if err := reload.apply(cfgHolder.Get()); err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/scrape"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/logging"
 )
 
 // MetadataSink records the metadata of a metric family.
@@ -82,7 +83,7 @@ func New(store storage.AppendableV2, md MetadataSink, opts Options) (*Scraper, e
 	sm, err := scrape.NewManager(&scrape.Options{
 		// The appender receives each family's metadata with its samples.
 		AppendMetadata: true,
-	}, opts.Logger.With("component", "scrape manager"), nil, nil, &withMetadata{store: store, md: md, seen: map[string]metadata.Metadata{}}, reg)
+	}, opts.Logger.With("component", "scrape manager"), logging.NewJSONFileLogger, nil, &withMetadata{store: store, md: md, seen: map[string]metadata.Metadata{}}, reg)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("scraper: %w", err)
