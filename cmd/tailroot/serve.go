@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/tailroot/tailroot/api"
@@ -111,6 +112,8 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	blockFlags(fs, c)
+	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -257,7 +260,7 @@ func serve(args []string) error {
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
 		Flags:         flagsMap,
-		Retention:     c.db.Retention.String(),
+		Retention:     model.Duration(c.db.Retention).String(),
 		Config:        cfgHolder.Get,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
