@@ -1,0 +1,226 @@
+package thanos
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tailroot/tailroot/apptest"
+	th "github.com/tailroot/tailroot/apptest/internal/thanos"
+)
+
+// node is one tailroot server with its sidecar.
+type node struct {
+	cluster string
+	app     *apptest.App
+	sidecar *th.Process
+}
+
+// blockFlags are what a Thanos deployment asks of a Prometheus: 2h blocks
+// and no local compaction.
+var blockFlags = []string{"--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h"}
+
+func configFile(t *testing.T, cluster string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tailroot.yml")
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 15s\n  external_labels:\n    cluster: %s\n", cluster)
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitHeadCompacted waits until the head of app spans at most 1.5 block
+// ranges: every older sample is in a block on disk.
+func waitHeadCompacted(t *testing.T, app *apptest.App) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		lo, ok1 := th.Metric(app.URL, "prometheus_tsdb_head_min_time_seconds")
+		hi, ok2 := th.Metric(app.URL, "prometheus_tsdb_head_max_time_seconds")
+		if ok1 && ok2 && hi-lo <= 3*3600 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("head of %s not compacted after 2m", app.URL)
+}
+
+// query is one PromQL expression compared between Thanos Query and the
+// server holding every node's data.
+var queries = []string{
+	`rate(vllm:request_success_total[5m])`,
+	`irate(vllm:request_success_total[5m])`,
+	`sum(rate(vllm:request_success_total[5m]))`,
+	`sum by (cluster) (rate(vllm:request_success_total[5m]))`,
+	`sum by (cluster, model_name) (increase(vllm:request_success_total[1h]))`,
+	`sum(rate(vllm:request_success_total{cluster="a"}[5m]))`,
+	`sum by (model_name) (rate(vllm:request_success_total{cluster=~"a|b", model_name="llama-8b"}[5m]))`,
+	`topk(2, sum by (cluster, model_name) (rate(vllm:request_success_total[5m])))`,
+	`resets(vllm:request_success_total[1h])`,
+	`deriv(vllm:request_success_total[15m])`,
+	`histogram_quantile(0.99, sum by (le, cluster) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))`,
+	`histogram_quantile(0.5, sum by (le, model_name) (rate(vllm:e2e_request_latency_seconds_bucket[10m])))`,
+	`histogram_quantile(0.9, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))`,
+	`histogram_quantile(0.99, rate(vllm:e2e_request_latency_seconds_bucket{cluster="b"}[5m]))`,
+	`sum by (cluster) (rate(vllm:e2e_request_latency_seconds_bucket{le="1"}[5m])) / sum by (cluster) (rate(vllm:e2e_request_latency_seconds_count[5m]))`,
+	`sum by (cluster) (rate(vllm:e2e_request_latency_seconds_sum[5m])) / sum by (cluster) (rate(vllm:e2e_request_latency_seconds_count[5m]))`,
+	`count by (cluster) (vllm:e2e_request_latency_seconds_bucket)`,
+	`histogram_quantile(0.99, sum by (cluster) (rate(vllm:time_to_first_token_seconds[5m])))`,
+	`histogram_quantile(0.5, sum(rate(vllm:time_to_first_token_seconds[5m])))`,
+	`histogram_quantile(0.9, rate(vllm:time_to_first_token_seconds[10m]))`,
+	`histogram_count(sum by (cluster) (rate(vllm:time_to_first_token_seconds[5m])))`,
+	`histogram_sum(rate(vllm:time_to_first_token_seconds[5m]))`,
+	`histogram_avg(sum by (cluster) (rate(vllm:time_to_first_token_seconds[5m])))`,
+	`histogram_fraction(0, 0.5, sum by (cluster) (rate(vllm:time_to_first_token_seconds[5m])))`,
+	`sum by (cluster) (rate(vllm:time_to_first_token_seconds[5m]))`,
+	`avg by (cluster) (vllm:num_requests_running)`,
+	`max by (model_name) (vllm:num_requests_running)`,
+	`max_over_time(vllm:num_requests_running[30m])`,
+	`avg_over_time(vllm:num_requests_running[1h])`,
+	`quantile_over_time(0.9, vllm:num_requests_running[1h])`,
+	`sum by (cluster) (changes(vllm:num_requests_running[30m]))`,
+	`vllm:e2e_request_latency_seconds_count{cluster="b"} offset 1h`,
+	`sum by (cluster, stage) (rate(tailroot_tail_stage_seconds_sum[10m]))`,
+	`sum by (cluster) (rate(tailroot_tail_requests_total[10m]))`,
+	`label_replace(sum by (cluster) (rate(vllm:request_success_total[5m])), "site", "$1", "cluster", "(.*)")`,
+	`absent(vllm:request_success_total{cluster="z"})`,
+}
+
+// compareAll runs every query as an instant query at each of instants and
+// as one range query over [start, end], against Thanos Query and the
+// reference server, and fails on any difference.
+func compareAll(t *testing.T, phase string, thanosQ, ref th.API, instants []time.Time, start, end time.Time) {
+	t.Helper()
+	var compared, points int
+	var maxRel float64
+	check := func(q, what string, a, b th.Result) {
+		t.Helper()
+		if b.Points() == 0 && q != queries[len(queries)-1] {
+			t.Errorf("%s: %s %s: the reference answered nothing; the comparison would be empty", phase, what, q)
+		}
+		diff, rel := th.Diff(a, b, relTol)
+		if rel > maxRel {
+			maxRel = rel
+		}
+		if diff != "" {
+			t.Errorf("%s: %s %s: Thanos Query vs tailroot: %s", phase, what, q, diff)
+		}
+		compared++
+		points += b.Points()
+	}
+	for _, q := range queries {
+		for _, ts := range instants {
+			check(q, "instant@"+ts.UTC().Format(time.TimeOnly), thanosQ.Instant(t, q, ts, nil), ref.Instant(t, q, ts, nil))
+		}
+		check(q, "range", thanosQ.Range(t, q, start, end, 5*time.Minute, nil), ref.Range(t, q, start, end, 5*time.Minute, nil))
+	}
+	t.Logf("%s: %d queries, %d comparisons, %d points; largest relative difference %.3g", phase, len(queries), compared, points, maxRel)
+}
+
+// relTol allows for the PromQL engines of Thanos (prometheus v0.309) and
+// tailroot (v0.316) summing in different orders; the data are identical.
+const relTol = 1e-12
+
+// TestThanosSidecarGlobalView runs two tailroot servers with different
+// external labels, each behind an unchanged Thanos sidecar uploading to a
+// filesystem bucket, a Thanos Store on the bucket and a Thanos Query over
+// all three, and compares Thanos Query's answers with those of a third
+// tailroot server that received all the data (the external label a real
+// series label there). Then the nodes restart with a short retention that
+// deletes their old blocks, and the same answers must come from the bucket.
+func TestThanosSidecarGlobalView(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Thanos and three tailroot servers")
+	}
+	th.Binary(t) // skip early, with the reason, when there is no thanos
+	bucket := th.NewBucket(t)
+	ref := apptest.Start(t, t.TempDir())
+
+	// Eight hours of history ending a few minutes ago, written in time
+	// order: the head cuts 2h blocks as it goes, the last ~3h stay in it.
+	end := time.Now().Add(-2 * time.Minute).Truncate(time.Minute)
+	start := end.Add(-8 * time.Hour)
+	var nodes []*node
+	var targets []th.Target
+	for i, cluster := range []string{"a", "b"} {
+		app := apptest.Start(t, t.TempDir(), append([]string{"--config.file", configFile(t, cluster)}, blockFlags...)...)
+		w := th.Workload{Labels: map[string]string{"instance": "node-" + cluster}, Models: []string{"llama-8b", "qwen-7b"}, Seed: uint64(i + 1), Step: 30 * time.Second}
+		targets = append(targets, th.Target{URL: app.URL, Gen: th.NewGenerator(w)})
+		// The same requests (same seed) with the external label as a
+		// series label, for the reference server.
+		w.Labels = map[string]string{"instance": "node-" + cluster, "cluster": cluster}
+		targets = append(targets, th.Target{URL: ref.URL, Gen: th.NewGenerator(w)})
+		nodes = append(nodes, &node{cluster: cluster, app: app})
+	}
+	th.Backfill(t, targets, start, end, 30*time.Minute)
+	for _, n := range nodes {
+		waitHeadCompacted(t, n.app)
+		local := th.Blocks(t, n.app.DataDir)
+		if len(local) < 2 {
+			t.Fatalf("node %s: %d local blocks after 8h of samples, want at least 2", n.cluster, len(local))
+		}
+		for _, m := range local {
+			if m.Compaction.Level != 1 || m.Span() > 2*time.Hour {
+				t.Fatalf("node %s: block %s level %d spans %v; want uncompacted 2h blocks", n.cluster, m.ULID, m.Compaction.Level, m.Span())
+			}
+		}
+		n.sidecar = th.Sidecar(t, n.app.URL, n.app.DataDir, bucket)
+		bucket.WaitBlocks(t, local, 2*time.Minute)
+	}
+	uploaded := bucket.Blocks(t)
+	for _, m := range uploaded {
+		c := m.Thanos.Labels["cluster"]
+		if (c != "a" && c != "b") || m.Thanos.Source != "sidecar" {
+			t.Fatalf("uploaded block %s: labels %v, source %q; want the node's external label and source sidecar", m.ULID, m.Thanos.Labels, m.Thanos.Source)
+		}
+	}
+	store := th.Store(t, bucket)
+	th.WaitMetric(t, store.HTTP, "thanos_bucket_store_blocks_loaded", func(v float64) bool { return int(v) == len(uploaded) }, time.Minute)
+	query := th.Query(t, []string{nodes[0].sidecar.GRPC, nodes[1].sidecar.GRPC, store.GRPC})
+	query.WaitStores(t, 3, time.Minute)
+
+	thanosQ, refQ := th.API{URL: "http://" + query.HTTP}, th.API{URL: ref.URL}
+	old := start.Add(90 * time.Minute) // in the oldest block
+	instants := []time.Time{old, start.Add(4 * time.Hour), end.Add(-10 * time.Minute)}
+	compareAll(t, "sidecars and store", thanosQ, refQ, instants, start.Add(time.Hour), end)
+	if t.Failed() {
+		return
+	}
+
+	// Retention: a restart with 2h retention deletes every block but the
+	// newest; the old samples are then only in the bucket.
+	for _, n := range nodes {
+		before := len(th.Blocks(t, n.app.DataDir))
+		n.app.RestartWith(t, "--storage.tsdb.retention.time=2h")
+		after := th.Blocks(t, n.app.DataDir)
+		if len(after) >= before || len(after) == 0 {
+			t.Fatalf("node %s: %d blocks before retention, %d after; want fewer, at least one", n.cluster, before, len(after))
+		}
+		for _, m := range after {
+			if m.MinTime <= old.UnixMilli() {
+				t.Fatalf("node %s: block %s from %v survived retention", n.cluster, m.ULID, time.UnixMilli(m.MinTime).UTC())
+			}
+		}
+		if got := (th.API{URL: n.app.URL}).Instant(t, `count(vllm:request_success_total)`, old, nil); got.Points() != 0 {
+			t.Fatalf("node %s still answers for %v after retention: %+v", n.cluster, old.UTC(), got.Series)
+		}
+		n.sidecar.WaitReady(t, time.Minute)
+	}
+	query.WaitStores(t, 3, time.Minute)
+	compareAll(t, "after local retention", thanosQ, refQ, instants, start.Add(time.Hour), end)
+
+	// A Thanos Query over the store alone gives the same answer for the old
+	// instant: it is the bucket that answers, not what is left locally.
+	storeOnly := th.Query(t, []string{store.GRPC})
+	storeOnly.WaitStores(t, 1, time.Minute)
+	q := `sum by (cluster) (rate(vllm:request_success_total[5m]))`
+	a := th.API{URL: "http://" + storeOnly.HTTP}.Instant(t, q, old, url.Values{})
+	b := refQ.Instant(t, q, old, nil)
+	if diff, _ := th.Diff(a, b, relTol); diff != "" || b.Points() != 2 {
+		t.Fatalf("store alone at %v: %s (reference %d points)", old.UTC(), diff, b.Points())
+	}
+}
