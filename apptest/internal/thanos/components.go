@@ -125,7 +125,8 @@ func (b *Bucket) WaitBlocks(t testing.TB, want []Meta, timeout time.Duration) {
 func Sidecar(t testing.TB, promURL, tsdbDir string, bucket *Bucket, extra ...string) *Process {
 	t.Helper()
 	p := &Process{HTTP: FreeAddr(t), GRPC: FreeAddr(t)}
-	args := []string{"sidecar",
+	args := []string{
+		"sidecar",
 		"--prometheus.url=" + promURL, "--tsdb.path=" + tsdbDir,
 		"--http-address=" + p.HTTP, "--grpc-address=" + p.GRPC,
 		"--prometheus.get_config_interval=1s", "--log.level=debug",
@@ -141,7 +142,8 @@ func Sidecar(t testing.TB, promURL, tsdbDir string, bucket *Bucket, extra ...str
 func Store(t testing.TB, bucket *Bucket, extra ...string) *Process {
 	t.Helper()
 	p := &Process{HTTP: FreeAddr(t), GRPC: FreeAddr(t)}
-	args := []string{"store",
+	args := []string{
+		"store",
 		"--objstore.config-file=" + bucket.Config, "--data-dir=" + t.TempDir(),
 		"--http-address=" + p.HTTP, "--grpc-address=" + p.GRPC,
 		"--sync-block-duration=1s", "--consistency-delay=0s", "--ignore-deletion-marks-delay=0s",
@@ -153,7 +155,8 @@ func Store(t testing.TB, bucket *Bucket, extra ...string) *Process {
 func Query(t testing.TB, endpoints []string, extra ...string) *Process {
 	t.Helper()
 	p := &Process{HTTP: FreeAddr(t), GRPC: FreeAddr(t)}
-	args := []string{"query",
+	args := []string{
+		"query",
 		"--http-address=" + p.HTTP, "--grpc-address=" + p.GRPC,
 		"--endpoint.info-timeout=2s", "--query.timeout=2m",
 	}
@@ -170,7 +173,8 @@ func Query(t testing.TB, endpoints []string, extra ...string) *Process {
 func Compact(t testing.TB, bucket *Bucket, timeout time.Duration, extra ...string) *Process {
 	t.Helper()
 	p := &Process{HTTP: FreeAddr(t)}
-	args := []string{"compact",
+	args := []string{
+		"compact",
 		"--objstore.config-file=" + bucket.Config, "--data-dir=" + t.TempDir(),
 		"--http-address=" + p.HTTP, "--consistency-delay=0s", "--delete-delay=0s",
 	}
@@ -246,4 +250,26 @@ func isULID(name string) bool {
 		}
 	}
 	return true
+}
+
+// CopyBlocks makes a new bucket holding only the blocks of b for which keep
+// returns true (copied on disk), so that a Thanos Store on it can serve,
+// for example, nothing but 1h-downsampled blocks.
+func (b *Bucket) CopyBlocks(t testing.TB, keep func(Meta) bool) *Bucket {
+	t.Helper()
+	out := NewBucket(t)
+	n := 0
+	for _, m := range b.Blocks(t) {
+		if !keep(m) {
+			continue
+		}
+		if err := os.CopyFS(filepath.Join(out.Dir, m.ULID), os.DirFS(filepath.Join(b.Dir, m.ULID))); err != nil {
+			t.Fatalf("copy block %s: %v", m.ULID, err)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("bucket %s: no block to copy", b.Dir)
+	}
+	return out
 }

@@ -71,6 +71,13 @@ type Generator struct {
 	grid   attribution.Grid
 	models []*modelState
 	base   labels.Labels
+	steps  []stepCount
+}
+
+// stepCount is how many requests (all models) the step ending at t drew.
+type stepCount struct {
+	t int64 // milliseconds
+	n int
 }
 
 // NewGenerator starts the workload with every counter at zero.
@@ -95,8 +102,11 @@ func NewGenerator(w Workload) *Generator {
 func (g *Generator) advance(t time.Time) {
 	hour := float64(t.Unix()%86400) / 3600
 	load := 1 + 0.6*math.Sin(2*math.Pi*(hour-8)/24)
+	total := 0
+	defer func() { g.steps = append(g.steps, stepCount{t.UnixMilli(), total}) }()
 	for mi, m := range g.models {
 		n := int(g.w.Rate*load*(0.7+0.6*g.rng.Float64())) + mi
+		total += n
 		slow := 1 + 0.8*load // queueing grows with load: a tail that moves
 		for range n {
 			q := math.Exp(g.rng.NormFloat64()*0.8-2.5) * slow
@@ -126,6 +136,20 @@ func (g *Generator) advance(t time.Time) {
 		}
 		m.running = float64(n) / 4
 	}
+}
+
+// Requests returns the number of requests the workload generated in steps
+// ending in (from, to], and the most any one of those steps drew: the ground
+// truth a query's increase over that window estimates.
+func (g *Generator) Requests(from, to time.Time) (total, maxPerStep int) {
+	lo, hi := from.UnixMilli(), to.UnixMilli()
+	for _, s := range g.steps {
+		if s.t > lo && s.t <= hi {
+			total += s.n
+			maxPerStep = max(maxPerStep, s.n)
+		}
+	}
+	return total, maxPerStep
 }
 
 // Append adds the samples of every step in [from, to) to series (keyed by
