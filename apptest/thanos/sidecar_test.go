@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,6 +122,29 @@ func compareAll(t *testing.T, phase string, thanosQ, ref th.API, instants []time
 	t.Logf("%s: %d queries, %d comparisons, %d points; largest relative difference %.3g", phase, len(queries), compared, points, maxRel)
 }
 
+// compareLabels compares label names and values, with and without series
+// selectors (the sidecar answers those through remote read or series
+// calls), between Thanos Query and the reference server.
+func compareLabels(t *testing.T, thanosQ, ref th.API, start, end time.Time) {
+	t.Helper()
+	for _, c := range []struct {
+		path  string
+		match []string
+	}{
+		{"labels", nil},
+		{"labels", []string{`vllm:request_success_total{cluster="b"}`}},
+		{"label/cluster/values", nil},
+		{"label/model_name/values", []string{`{cluster="a"}`}},
+		{"label/e2e_bucket/values", []string{`tailroot_tail_requests_total`}},
+		{"label/__name__/values", nil},
+	} {
+		a, b := thanosQ.Labels(t, c.path, start, end, c.match...), ref.Labels(t, c.path, start, end, c.match...)
+		if !slices.Equal(a, b) || len(b) == 0 {
+			t.Errorf("%s %v: Thanos Query %v, tailroot %v", c.path, c.match, a, b)
+		}
+	}
+}
+
 // relTol allows for the PromQL engines of Thanos (prometheus v0.309) and
 // tailroot (v0.316) summing in different orders; the data are identical.
 const relTol = 1e-12
@@ -171,7 +195,20 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 		n.sidecar = th.Sidecar(t, n.app.URL, n.app.DataDir, bucket)
 		bucket.WaitBlocks(t, local, 2*time.Minute)
 	}
+	// The data dir's other folders (records, evidence, queries) stay home:
+	// the bucket holds blocks only.
+	entries, err := os.ReadDir(bucket.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	uploaded := bucket.Blocks(t)
+	if len(entries) != len(uploaded) {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("bucket holds %v, want only the %d uploaded blocks", names, len(uploaded))
+	}
 	for _, m := range uploaded {
 		c := m.Thanos.Labels["cluster"]
 		if (c != "a" && c != "b") || m.Thanos.Source != "sidecar" {
@@ -187,6 +224,14 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 	old := start.Add(90 * time.Minute) // in the oldest block
 	instants := []time.Time{old, start.Add(4 * time.Hour), end.Add(-10 * time.Minute)}
 	compareAll(t, "sidecars and store", thanosQ, refQ, instants, start.Add(time.Hour), end)
+	compareLabels(t, thanosQ, refQ, start, end)
+	// External labels are attached on the way out (remote read, upload),
+	// never written into the node's own series.
+	for _, n := range nodes {
+		if got := (th.API{URL: n.app.URL}).Labels(t, "labels", start, end); slices.Contains(got, "cluster") {
+			t.Fatalf("node %s stores the external label in its series: labels %v", n.cluster, got)
+		}
+	}
 	if t.Failed() {
 		return
 	}
@@ -212,6 +257,7 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 	}
 	query.WaitStores(t, 3, time.Minute)
 	compareAll(t, "after local retention", thanosQ, refQ, instants, start.Add(time.Hour), end)
+	compareLabels(t, thanosQ, refQ, start, end)
 
 	// A Thanos Query over the store alone gives the same answer for the old
 	// instant: it is the bucket that answers, not what is left locally.

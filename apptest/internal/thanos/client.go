@@ -316,3 +316,29 @@ func relDiff(a, b float64) float64 {
 	}
 	return math.Abs(a-b) / math.Max(math.Abs(a), math.Abs(b))
 }
+
+// Labels returns /api/v1/labels (path "labels") or the values of one label
+// (path "label/<name>/values") over [start, end], optionally restricted by
+// series selectors.
+func (a API) Labels(t testing.TB, path string, start, end time.Time, match ...string) []string {
+	t.Helper()
+	v := url.Values{"start": {fmtTime(start)}, "end": {fmtTime(end)}}
+	for _, m := range match {
+		v.Add("match[]", m)
+	}
+	resp, err := http.Get(a.URL + "/api/v1/" + path + "?" + v.Encode())
+	if err != nil {
+		t.Fatalf("%s %s: %v", a.URL, path, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	var env struct {
+		Status string   `json:"status"`
+		Data   []string `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != http.StatusOK || env.Status != "success" {
+		t.Fatalf("%s/api/v1/%s: %d %s (%v)", a.URL, path, resp.StatusCode, body, err)
+	}
+	sort.Strings(env.Data)
+	return env.Data
+}
