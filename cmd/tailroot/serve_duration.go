@@ -77,6 +77,9 @@ func promDurationFlags(fs *flag.FlagSet) {
 type forwardDuration struct{ inner flag.Getter }
 
 func (f forwardDuration) String() string {
+	if f.inner == nil { // the zero value flag.PrintDefaults makes
+		return "0s"
+	}
 	d, _ := f.inner.Get().(time.Duration)
 	return model.Duration(d).String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,5 +82,27 @@ func TestServeFlagsAsPrometheusReportsThem(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) { shown[f.Name] = f.Value.String() })
 	if shown["storage.tsdb.min-block-duration"] != shown["storage.tsdb.max-block-duration"] {
 		t.Fatalf("min %q != max %q", shown["storage.tsdb.min-block-duration"], shown["storage.tsdb.max-block-duration"])
+	}
+}
+
+// TestServeHelpShowsPrometheusDefaults prints the usage text as -h does:
+// every default in Prometheus' syntax, and no flag value that cannot print
+// its zero value.
+func TestServeHelpShowsPrometheusDefaults(t *testing.T) {
+	_, fs, err := parseServeFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	out := b.String()
+	if strings.Contains(out, "panic") {
+		t.Fatalf("usage text has a panic:\n%s", out)
+	}
+	for _, want := range []string{"(default 15d)", "(default 2h)", "(default 1w)", "(default 30s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("usage text lacks %q", want)
+		}
 	}
 }
