@@ -85,9 +85,9 @@ func TestThanosCompactDownsampling(t *testing.T) {
 		dsQ[res] = apiFor(bucket.CopyBlocks(t, func(m th.Meta) bool { return m.Thanos.Downsample.Resolution == res.Milliseconds() }))
 	}
 	local0 := th.API{URL: app.URL}
-	raw := url.Values{"max_source_resolution": {"0s"}}
+	raw := url.Values{"max_source_resolution": {"0s"}, "partial_response": {"false"}}
 	at := func(res time.Duration) url.Values {
-		return url.Values{"max_source_resolution": {model(res)}}
+		return url.Values{"max_source_resolution": {model(res)}, "partial_response": {"false"}}
 	}
 
 	_, peak := gen.Requests(start, end)
