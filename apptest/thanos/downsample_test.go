@@ -40,7 +40,7 @@ func TestThanosCompactDownsampling(t *testing.T) {
 	start, end := w0, w0.Add(window14+8*time.Hour)
 
 	app := apptest.Start(t, t.TempDir(), append([]string{"--config.file", configFile(t, "a"), "--storage.tsdb.retention.time=60d"}, blockFlags...)...)
-	gen := th.NewGenerator(th.Workload{Labels: map[string]string{"instance": "node-a"}, Models: []string{"llama-8b"}, Seed: 7, Step: dsStep})
+	gen := th.NewGenerator(th.Workload{Labels: map[string]string{"instance": "node-a"}, Models: []string{"llama-8b"}, Seed: 7, Step: dsStep, KeepRequests: true})
 	began := time.Now()
 	th.Backfill(t, []th.Target{{URL: app.URL, Gen: gen}}, start, end, 6*time.Hour)
 	waitHeadCompacted(t, app)
@@ -102,6 +102,43 @@ func TestThanosCompactDownsampling(t *testing.T) {
 		for _, res := range []time.Duration{res5m, res1h} {
 			checkDownsampled(t, dsQ[res], local0, at(res), ts, dsWindow, res, n, peak)
 		}
+		for _, p := range []float64{0.9, 0.99} {
+			checkTailAccumulators(t, local0, gen, p, ts, dsWindow)
+		}
+	}
+}
+
+// checkTailAccumulators checks the backfilled tail accumulators against
+// the requests they were built from: tail_mean_from_accumulators over the
+// window's exact counter differences (no extrapolation) counts every
+// request, and its bounds bracket E[X_i | S ≥ q] computed from the requests
+// themselves. The same expression over Thanos' downsampled blocks needs
+// tailroot's engine over a remote store (increase() there, since Thanos
+// serves plain selectors of downsampled counters as window averages).
+func checkTailAccumulators(t *testing.T, api th.API, gen *th.Generator, p float64, ts time.Time, window time.Duration) {
+	t.Helper()
+	w := model(window)
+	diff := func(name string) string {
+		return fmt.Sprintf(`((%[1]s - %[1]s offset %[2]s) or %[1]s)`, name, w)
+	}
+	q := fmt.Sprintf(`tail_mean_from_accumulators(%g, sum by (stage, e2e_bucket) %s, sum by (e2e_bucket) %s, "all")`,
+		p, diff("tailroot_tail_stage_seconds_sum"), diff("tailroot_tail_requests_total"))
+	r := api.Instant(t, q, ts, nil)
+	rows := map[string]float64{}
+	for _, s := range r.Series {
+		rows[s.Metric["stage"]+"/"+s.Metric["statistic"]] = s.Points[0].V
+	}
+	quant, truth, tail := gen.TailMean(p, ts.Add(-window), ts)
+	total, _ := gen.Requests(ts.Add(-window), ts)
+	if got := rows["e2e/requests"]; got != float64(total) {
+		t.Errorf("%s at %v: %v requests, the workload drew %d", q, ts.UTC(), got, total)
+	}
+	for i, st := range th.Stages {
+		lo, hi, est := rows[st+"/lower"], rows[st+"/upper"], rows[st+"/contribution"]
+		if !(lo <= truth[i]*(1+1e-12) && truth[i] <= hi*(1+1e-12)) {
+			t.Errorf("P%g tail mean of %s at %v: true %v (tail of %d requests above %v) outside the accumulators' bounds [%v, %v]", p*100, st, ts.UTC(), truth[i], tail, quant, lo, hi)
+		}
+		t.Logf("P%g tail mean of %s: true %.6g, accumulator estimate %.6g, bounds [%.6g, %.6g]", p*100, st, truth[i], est, lo, hi)
 	}
 }
 

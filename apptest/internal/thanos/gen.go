@@ -42,6 +42,8 @@ type Workload struct {
 	Step time.Duration
 	// Rate is the mean number of requests per model and step.
 	Rate float64
+	// KeepRequests keeps every request's stage times, for TailMean.
+	KeepRequests bool
 }
 
 // E2EBounds are the le bounds of the classic end-to-end histogram.
@@ -72,6 +74,14 @@ type Generator struct {
 	models []*modelState
 	base   labels.Labels
 	steps  []stepCount
+	reqs   []request
+}
+
+// request is one generated request: the step it was counted in and its
+// stage times (Stages order).
+type request struct {
+	t int64
+	x [3]float64
 }
 
 // stepCount is how many requests (all models) the step ending at t drew.
@@ -113,6 +123,9 @@ func (g *Generator) advance(t time.Time) {
 			p := math.Exp(g.rng.NormFloat64()*0.4 - 1.6)
 			d := math.Exp(g.rng.NormFloat64()*0.5 + 0.1)
 			e2e := q + p + d
+			if g.w.KeepRequests {
+				g.reqs = append(g.reqs, request{t.UnixMilli(), [3]float64{q, p, d}})
+			}
 			for i, b := range E2EBounds {
 				if e2e <= b {
 					m.buckets[i]++
@@ -150,6 +163,49 @@ func (g *Generator) Requests(from, to time.Time) (total, maxPerStep int) {
 		}
 	}
 	return total, maxPerStep
+}
+
+// TailMean is the ground truth of the tail-mean allocation over the
+// requests of steps ending in (from, to] (all models): with S the end-to-end
+// time and q its p-quantile (Hyndman–Fan type 7, as tailroot's functions
+// define it), E[X_i | S ≥ q] for each stage of Stages. It needs
+// Workload.KeepRequests.
+func (g *Generator) TailMean(p float64, from, to time.Time) (q float64, means []float64, n int) {
+	lo, hi := from.UnixMilli(), to.UnixMilli()
+	var in []request
+	for _, r := range g.reqs {
+		if r.t > lo && r.t <= hi {
+			in = append(in, r)
+		}
+	}
+	if len(in) == 0 {
+		return math.NaN(), nil, 0
+	}
+	s := make([]float64, len(in))
+	for i, r := range in {
+		s[i] = r.x[0] + r.x[1] + r.x[2]
+	}
+	sorted := append([]float64(nil), s...)
+	sort.Float64s(sorted)
+	h := float64(len(sorted)-1) * p
+	k := int(math.Floor(h))
+	q = sorted[k]
+	if k+1 < len(sorted) {
+		q += (h - float64(k)) * (sorted[k+1] - sorted[k])
+	}
+	means = make([]float64, len(Stages))
+	for i, r := range in {
+		if s[i] >= q {
+			n++
+			for j := range means {
+				means[j] += r.x[j]
+			}
+		}
+	}
+	for j := range means {
+		means[j] /= float64(n)
+	}
+	return q, means, n
 }
 
 // Append adds the samples of every step in [from, to) to series (keyed by
