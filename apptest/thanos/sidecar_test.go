@@ -1,7 +1,9 @@
 package thanos
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -124,6 +126,33 @@ func compareAll(t *testing.T, phase string, thanosQ, ref th.API, instants []time
 	t.Logf("%s: %d queries, %d comparisons, %d points; largest relative difference %.3g", phase, len(queries), compared, points, maxRel)
 }
 
+// checkStatusFlags checks the flags a Thanos sidecar reads, as tailroot
+// reports them: Prometheus' names, values in its duration syntax.
+func checkStatusFlags(t *testing.T, baseURL string) {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/api/v1/status/flags")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"storage.tsdb.min-block-duration": "2h",
+		"storage.tsdb.max-block-duration": "2h",
+		"storage.tsdb.retention.time":     "15d",
+		"web.enable-admin-api":            "false",
+	} {
+		if got := r.Data[name]; got != want {
+			t.Errorf("/api/v1/status/flags %s = %q, want %q", name, got, want)
+		}
+	}
+}
+
 // compareLabels compares label names and values, with and without series
 // selectors (the sidecar answers those through remote read or series
 // calls), between Thanos Query and the reference server.
@@ -203,6 +232,7 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkStatusFlags(t, nodes[0].app.URL)
 	uploaded := bucket.Blocks(t)
 	if len(entries) != len(uploaded) {
 		var names []string
@@ -226,6 +256,13 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 	old := start.Add(90 * time.Minute) // in the oldest block
 	instants := []time.Time{old, start.Add(4 * time.Hour), end.Add(-10 * time.Minute)}
 	compareAll(t, "sidecars and store", thanosQ, refQ, instants, start.Add(time.Hour), end)
+	for _, n := range nodes {
+		// The sidecar read tailroot through streamed remote read (frames of
+		// XOR chunks), not the sampled fallback.
+		if frames, ok := th.Metric(n.sidecar.HTTP, "prometheus_store_received_frames_count"); !ok || frames == 0 {
+			t.Errorf("sidecar of node %s received no streamed remote-read frames (%v, %v)", n.cluster, frames, ok)
+		}
+	}
 	compareLabels(t, thanosQ, refQ, start, end)
 	// External labels are attached on the way out (remote read, upload),
 	// never written into the node's own series.
