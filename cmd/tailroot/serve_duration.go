@@ -48,6 +48,11 @@ func parsePromDuration(s string) (time.Duration, error) {
 	if v < 0 {
 		return 0, fmt.Errorf("duration %q is negative", s)
 	}
+	if v%time.Millisecond != 0 {
+		// Prometheus' syntax stops at milliseconds; a finer value would be
+		// reported rounded at /api/v1/status/flags.
+		return 0, fmt.Errorf("duration %q is finer than a millisecond", s)
+	}
 	return v, nil
 }
 

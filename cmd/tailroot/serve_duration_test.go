@@ -39,7 +39,7 @@ func TestServeDurationFlagsPrometheusSyntax(t *testing.T) {
 }
 
 func TestServeDurationFlagsRejectBadValues(t *testing.T) {
-	for _, v := range []string{"abc", "-1h", "3x", "1d2"} {
+	for _, v := range []string{"abc", "-1h", "3x", "1d2", "1us", "1.0000001s"} {
 		if _, _, err := parseServeFlags([]string{"--records.retention", v}); err == nil {
 			t.Errorf("--records.retention %q accepted", v)
 		}
@@ -105,4 +105,27 @@ func TestServeHelpShowsPrometheusDefaults(t *testing.T) {
 			t.Errorf("usage text lacks %q", want)
 		}
 	}
+}
+
+// FuzzPromDuration: whatever a duration flag accepts is reported (String)
+// in a form that parses back to the same value, so /api/v1/status/flags
+// never shows a value other than the one in force.
+func FuzzPromDuration(f *testing.F) {
+	for _, s := range []string{"30d", "1w", "1h30m", "500ms", "1.5h", "0", "90m0s", "2h", "1y2w3d4h5m6s7ms", "-1h", "1us"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parsePromDuration(s)
+		if err != nil {
+			return
+		}
+		if d < 0 {
+			t.Fatalf("%q parsed to negative %v", s, d)
+		}
+		var v time.Duration
+		shown := promDuration{&d}.String()
+		if err := (promDuration{&v}).Set(shown); err != nil || v != d {
+			t.Fatalf("%q → %v → %q → %v (%v)", s, d, shown, v, err)
+		}
+	})
 }
