@@ -134,7 +134,7 @@ func Sidecar(t testing.TB, promURL, tsdbDir string, bucket *Bucket, extra ...str
 	if bucket != nil {
 		args = append(args, "--objstore.config-file="+bucket.Config)
 	}
-	return launch(t, p, "sidecar "+promURL, append(args, extra...))
+	return launch(t, p, "sidecar of "+promURL, append(args, extra...))
 }
 
 // Store starts `thanos store` on bucket, syncing its block list every
@@ -178,20 +178,17 @@ func Compact(t testing.TB, bucket *Bucket, timeout time.Duration, extra ...strin
 		"--objstore.config-file=" + bucket.Config, "--data-dir=" + t.TempDir(),
 		"--http-address=" + p.HTTP, "--consistency-delay=0s", "--delete-delay=0s",
 	}
-	p.Name = "compact"
-	p.args = append(args, extra...)
-	p.run(t, Binary(t))
-	t.Cleanup(p.Kill)
-	p.Wait(t, timeout)
+	p.Name, p.args = "compact", append(args, extra...)
+	start(t, p).Wait(t, timeout)
 	return p
 }
 
+// launch starts a long-running component and waits until it is ready.
 func launch(t testing.TB, p *Process, name string, args []string) *Process {
 	t.Helper()
-	q := start(t, name, Binary(t), args...)
-	q.HTTP, q.GRPC = p.HTTP, p.GRPC
-	q.WaitReady(t, 90*time.Second)
-	return q
+	p.Name, p.args = name, args
+	start(t, p).WaitReady(t, 90*time.Second)
+	return p
 }
 
 // Restart starts a stopped process again with the same flags and waits

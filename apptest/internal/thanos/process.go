@@ -115,12 +115,11 @@ type Process struct {
 	done       chan error
 }
 
-// start runs bin with args and kills it when the test ends, printing its
-// log when the test failed.
-func start(t testing.TB, name, bin string, args ...string) *Process {
+// start runs the thanos binary with p's arguments and kills it when the
+// test ends, printing its log when the test failed.
+func start(t testing.TB, p *Process) *Process {
 	t.Helper()
-	p := &Process{Name: name, args: args}
-	p.run(t, bin)
+	p.run(t, Binary(t))
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
