@@ -2,7 +2,9 @@
 // compact) as processes for tailroot's end-to-end tests, and holds the
 // helpers those tests share: a filesystem bucket, block metadata read from
 // it, a Prometheus-API query client with result comparison, and a
-// deterministic generator of inference-serving series for backfills.
+// deterministic generator of inference-serving series for backfills, which
+// also keeps the ground truth its series are built from (requests per step,
+// tail means from the requests themselves).
 //
 // In: the thanos binary (Binary builds it with the project's shared
 // peers script, which caches it), tailroot servers started by apptest.
