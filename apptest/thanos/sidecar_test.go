@@ -197,8 +197,11 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 
 	// Eight hours of history ending a few minutes ago, written in time
 	// order: the head cuts 2h blocks as it goes, the last ~3h stay in it.
+	// The last three hours arrive after the sidecars run, so some blocks
+	// are cut and uploaded while they watch, as in a live deployment.
 	end := time.Now().Add(-2 * time.Minute).Truncate(time.Minute)
 	start := end.Add(-8 * time.Hour)
+	mid := end.Add(-3 * time.Hour)
 	var nodes []*node
 	var targets []th.Target
 	for i, cluster := range []string{"a", "b"} {
@@ -211,7 +214,14 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 		targets = append(targets, th.Target{URL: ref.URL, Gen: th.NewGenerator(w)})
 		nodes = append(nodes, &node{cluster: cluster, app: app})
 	}
-	th.Backfill(t, targets, start, end, 30*time.Minute)
+	th.Backfill(t, targets, start, mid, 30*time.Minute)
+	for _, n := range nodes {
+		waitHeadCompacted(t, n.app)
+		n.sidecar = th.Sidecar(t, n.app.URL, n.app.DataDir, bucket)
+		bucket.WaitBlocks(t, th.Blocks(t, n.app.DataDir), 2*time.Minute)
+	}
+	before := len(bucket.Blocks(t))
+	th.Backfill(t, targets, mid, end, 30*time.Minute)
 	for _, n := range nodes {
 		waitHeadCompacted(t, n.app)
 		local := th.Blocks(t, n.app.DataDir)
@@ -223,8 +233,11 @@ func TestThanosSidecarGlobalView(t *testing.T) {
 				t.Fatalf("node %s: block %s level %d spans %v; want uncompacted 2h blocks", n.cluster, m.ULID, m.Compaction.Level, m.Span())
 			}
 		}
-		n.sidecar = th.Sidecar(t, n.app.URL, n.app.DataDir, bucket)
+		// The shipper looks every 30s.
 		bucket.WaitBlocks(t, local, 2*time.Minute)
+	}
+	if after := len(bucket.Blocks(t)); after <= before {
+		t.Fatalf("no block uploaded while the sidecars ran: %d blocks before the last 3h, %d after", before, after)
 	}
 	// The data dir's other folders (records, evidence, queries) stay home:
 	// the bucket holds blocks only.
