@@ -40,7 +40,7 @@ func configFile(t *testing.T, cluster string) string {
 // ranges: every older sample is in a block on disk.
 func waitHeadCompacted(t *testing.T, app *apptest.App) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		lo, ok1 := th.Metric(app.URL, "prometheus_tsdb_head_min_time_seconds")
 		hi, ok2 := th.Metric(app.URL, "prometheus_tsdb_head_max_time_seconds")
@@ -49,7 +49,7 @@ func waitHeadCompacted(t *testing.T, app *apptest.App) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("head of %s not compacted after 2m", app.URL)
+	t.Fatalf("head of %s not compacted after 5m", app.URL)
 }
 
 // query is one PromQL expression compared between Thanos Query and the
