@@ -106,6 +106,41 @@ func TestThanosCompactDownsampling(t *testing.T) {
 			checkTailAccumulators(t, local0, gen, p, ts, dsWindow)
 		}
 	}
+	checkDownsampledRange(t, dsQ[res5m], local0, at(res5m), gen, start.Add(2*day), start.Add(13*day), peak)
+}
+
+// checkDownsampledRange checks a range query of daily quantiles over 11
+// days at 5m resolution, point by point, with the bound of
+// checkDownsampled taken at its largest over the points.
+func checkDownsampledRange(t *testing.T, ds, local th.API, params url.Values, gen *th.Generator, from, to time.Time, peak int) {
+	t.Helper()
+	const window = day
+	delta := float64(peak) * float64((2*(res5m+dsStep)+2*(dsStep+dsStep))/dsStep)
+	eps := 0.0
+	for ts := from; !ts.After(to); ts = ts.Add(day) {
+		n, _ := gen.Requests(ts.Add(-window), ts)
+		eps = math.Max(eps, delta/(float64(n)-delta))
+	}
+	for _, q := range dsQueries(window)[1:] {
+		if q.q == 0.99 {
+			continue // q + ε passes 1 over one day
+		}
+		got := ds.Range(t, q.expr, from, to, day, params)
+		lo := local.Range(t, q.quantile(q.q-eps), from, to, day, nil)
+		hi := local.Range(t, q.quantile(q.q+eps), from, to, day, nil)
+		if len(got.Series) != 1 || len(lo.Series) != 1 || len(hi.Series) != 1 || len(got.Series[0].Points) != 12 {
+			t.Fatalf("%s over %v..%v: want one series of 12 daily points, got %d series (%d points)", q.expr, from.UTC(), to.UTC(), len(got.Series), got.Points())
+		}
+		worst := 0.0
+		for i, p := range got.Series[0].Points {
+			l, h := lo.Series[0].Points[i], hi.Series[0].Points[i]
+			if p.T != l.T || p.T != h.T || p.V < l.V*(1-1e-12) || p.V > h.V*(1+1e-12) {
+				t.Errorf("5m: %s at %v = %v, want within [%v, %v] (ε %.3g)", q.expr, p.T, p.V, l.V, h.V, eps)
+			}
+			worst = math.Max(worst, math.Max(p.V-l.V, h.V-p.V)/p.V)
+		}
+		t.Logf("5m range: %s, 12 daily points within ε %.3g (bounds at most %.2g relative away)", q.expr, eps, worst)
+	}
 }
 
 // checkTailAccumulators checks the backfilled tail accumulators against
