@@ -45,8 +45,20 @@ test-deps: ## install the Debian packages the tests need (root)
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# Shared peer tools (the Thanos build script) live beside the checkout.
+SHARED       ?= ../shared
+export TAILROOT_SHARED_DIR ?= $(abspath $(SHARED))
+
+.PHONY: test-peers
+test-peers: ## build the Thanos binary the apptest/thanos tests run (cached under ~/.cache/tailroot-peers)
+	@if [ -f $(SHARED)/tools/peers/build-thanos.sh ]; then \
+		bash $(SHARED)/tools/peers/build-thanos.sh >/dev/null; \
+	else \
+		echo "no $(SHARED)/tools/peers/build-thanos.sh: the Thanos end-to-end tests will skip"; \
+	fi
+
 .PHONY: test
-test: test-deps ## install test dependencies, run every test, smoke-run the benchmarks, test the plugin frontend
+test: test-deps test-peers ## install test dependencies, run every test, smoke-run the benchmarks, test the plugin frontend
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 -run '^$$' -bench . -benchtime=1x ./... > /dev/null

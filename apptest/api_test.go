@@ -92,7 +92,7 @@ func TestAPIEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(zr)
-		if !strings.Contains(string(b), `"storage.tsdb.retention.time":"360h0m0s"`) {
+		if !strings.Contains(string(b), `"storage.tsdb.retention.time":"15d"`) {
 			t.Errorf("flags: %s", b)
 		}
 	})

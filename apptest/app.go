@@ -140,6 +140,16 @@ func (a *App) Restart(t testing.TB) {
 	a.start(t)
 }
 
+// RestartWith stops the process with SIGTERM and starts it again on the
+// same address and data directory with extra flags appended; a repeated
+// flag takes its last value, so extra overrides what Start was given.
+func (a *App) RestartWith(t testing.TB, extra ...string) {
+	t.Helper()
+	a.Stop(t)
+	a.args = append(a.args, extra...)
+	a.start(t)
+}
+
 // Stop sends SIGTERM and waits for a clean exit.
 func (a *App) Stop(t testing.TB) {
 	t.Helper()

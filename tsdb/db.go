@@ -33,6 +33,13 @@ type Options struct {
 	// MinBlockDuration is the head block span before it is compacted to disk.
 	// Zero means the Prometheus default of 2h.
 	MinBlockDuration time.Duration
+	// MaxBlockDuration is the largest span local compaction merges blocks
+	// into. Zero means Prometheus' default: 10% of retention, at most 31
+	// days. Equal to MinBlockDuration turns local compaction off, which a
+	// Thanos sidecar uploading the 2h blocks requires (a block merged
+	// before it was uploaded would be missing from the bucket). Values below
+	// MinBlockDuration are raised to it.
+	MaxBlockDuration time.Duration
 	// NoLockfile disables the directory lock file; only tests set it.
 	NoLockfile bool
 }
@@ -81,13 +88,8 @@ func Open(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*DB, er
 	}
 	if opts.MinBlockDuration > 0 {
 		po.MinBlockDuration = opts.MinBlockDuration.Milliseconds()
-		po.MaxBlockDuration = po.MinBlockDuration
 	}
-	// Prometheus caps the largest compacted block at 10% of retention, up to
-	// 31 days, so that retention deletes whole blocks without a long tail.
-	if max := po.RetentionDuration / 10; max > po.MaxBlockDuration {
-		po.MaxBlockDuration = min(max, (31 * 24 * time.Hour).Milliseconds())
-	}
+	po.MaxBlockDuration = maxBlockDuration(opts.MaxBlockDuration, po.RetentionDuration, po.MinBlockDuration)
 	po.EnableExemplarStorage = opts.MaxExemplars > 0
 	po.MaxExemplars = opts.MaxExemplars
 	po.NoLockfile = opts.NoLockfile
@@ -104,7 +106,51 @@ func Open(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*DB, er
 		_ = db.Close()
 		return nil, err
 	}
+	if reg != nil {
+		registerTimeGauges(reg, db)
+	}
 	return &DB{DB: db, dir: opts.Dir, stats: stats, Metadata: md}, nil
+}
+
+// maxBlockDuration is the largest compacted block span, in milliseconds,
+// derived as Prometheus derives it: the configured value when set,
+// otherwise 10% of retention (so that retention deletes whole blocks
+// without a long tail) capped at 31 days; never below the head block span.
+func maxBlockDuration(configured time.Duration, retentionMs, minBlockMs int64) int64 {
+	maxMs := configured.Milliseconds()
+	if configured <= 0 {
+		maxMs = (31 * 24 * time.Hour).Milliseconds()
+		if retentionMs > 0 && retentionMs/10 < maxMs {
+			maxMs = retentionMs / 10
+		}
+	}
+	return max(maxMs, minBlockMs)
+}
+
+// registerTimeGauges exposes the TSDB's time bounds under the names
+// Prometheus' own binary registers (not the tsdb package): a Thanos sidecar
+// reads prometheus_tsdb_lowest_timestamp_seconds from /metrics to learn the
+// oldest time it can serve.
+func registerTimeGauges(reg prometheus.Registerer, db *ptsdb.DB) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "prometheus_tsdb_lowest_timestamp_seconds",
+			Help: "Lowest timestamp value stored in the database.",
+		}, func() float64 {
+			if bb := db.Blocks(); len(bb) > 0 {
+				return float64(bb[0].Meta().MinTime / 1000)
+			}
+			return float64(db.Head().MinTime() / 1000)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "prometheus_tsdb_head_min_time_seconds",
+			Help: "Minimum time bound of the head block.",
+		}, func() float64 { return float64(db.Head().MinTime() / 1000) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "prometheus_tsdb_head_max_time_seconds",
+			Help: "Maximum timestamp of the head block.",
+		}, func() float64 { return float64(db.Head().MaxTime() / 1000) }),
+	)
 }
 
 // Dir returns the data directory.

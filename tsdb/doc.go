@@ -9,5 +9,10 @@
 // admin operations of the Prometheus API (snapshot, delete, tombstones).
 //
 // Invariants: every acknowledged append is in the WAL before Commit returns;
-// Close flushes the head so a restart replays nothing twice.
+// Close flushes the head so a restart replays nothing twice. The data
+// directory is laid out as Prometheus lays it out (wal/, chunks_head/, one
+// ULID folder per block), and with MinBlockDuration == MaxBlockDuration no
+// block is merged after it is written, so a Thanos sidecar can upload every
+// 2h block; /metrics carries prometheus_tsdb_lowest_timestamp_seconds, which
+// the sidecar reads.
 package tsdb

@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/prometheus/discovery"
 
@@ -119,6 +120,9 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	c.rules.register(fs)
 	fs.Var(&c.features, "enable-feature", "comma-separated Prometheus feature names to enable (promql-experimental-functions, promql-delayed-name-removal, promql-binop-fill-modifiers, promql-unquoted-utf8-names); repeatable")
 	fs.BoolVar(&c.query.MetricsQL, "query.metricsql", false, "translate MetricsQL for every client; otherwise only for queries sent with dialect=metricsql (parameter) or X-Tailroot-Dialect: metricsql (header)")
+	blockFlags(fs, c)
+	// Last: every duration flag registered above takes Prometheus' syntax.
+	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -306,7 +310,7 @@ func serve(args []string) error {
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
 		Flags:         flagsMap,
-		Retention:     c.db.Retention.String(),
+		Retention:     model.Duration(c.db.Retention).String(),
 		Config:        cfgHolder.Get,
 		Rules:         rulesEngine,
 		Targets:       scrapes.Manager(),
