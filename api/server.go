@@ -21,10 +21,13 @@ import (
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/scrape"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/storage/remote"
 	"github.com/prometheus/prometheus/util/notifications"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
 	"github.com/tailroot/tailroot/query"
+	remotequery "github.com/tailroot/tailroot/query/remote"
 	"github.com/tailroot/tailroot/tsdb"
 )
 
@@ -57,6 +60,11 @@ type Options struct {
 	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
 	// Prometheus.
 	CORSOrigin *regexp.Regexp
+	// Queryable is what queries, series and label lookups read: the global
+	// view (query/remote) of `tailroot serve`. Nil means the local TSDB.
+	// Remote read (/api/v1/read) always serves the local TSDB alone, so a
+	// peer or a Thanos sidecar never gets the global view back.
+	Queryable storage.SampleAndChunkQueryable
 }
 
 // Server holds the mounted handlers.
@@ -107,7 +115,11 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		BuildDate: opts.Build.BuildDate,
 		GoVersion: runtime.Version(),
 	}
-	promAPI := v1.NewAPI(engine, db, db, db,
+	var queryable storage.SampleAndChunkQueryable = db
+	if opts.Queryable != nil {
+		queryable = opts.Queryable
+	}
+	promAPI := v1.NewAPI(engine, queryable, db, db,
 		func(context.Context) v1.ScrapePoolsRetriever { return noScrape{} },
 		func(context.Context) v1.TargetRetriever { return noScrape{} },
 		func(context.Context) v1.AlertmanagerRetriever { return noScrape{} },
@@ -163,9 +175,36 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if h.Extra != nil {
 		h.Extra(r)
 	}
-	r.PathPrefix("/api/v1/").Handler(apiRouter)
+	if opts.Queryable != nil {
+		// Registered without metrics: the API's own read handler (unused
+		// here) already holds their names.
+		r.Handle("/api/v1/read", remote.NewReadHandler(logger, nil, db, cfgFunc,
+			opts.RemoteReadSampleLimit, opts.RemoteReadConcurrency, opts.RemoteReadBytesInFrame)).Methods(http.MethodPost)
+	}
+	r.PathPrefix("/api/v1/").Handler(partialResponse(apiRouter))
 	r.HandleFunc("/", s.landing).Methods(http.MethodGet)
 	return s
+}
+
+// partialResponse reads Thanos' partial_response query parameter
+// (true/false) into the request's context, where the global view's stores
+// look it up; absent, the server's default holds.
+func partialResponse(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.URL.Query().Get("partial_response")
+		if v == "" && r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/x-www-form-urlencoded" {
+			v = r.FormValue("partial_response")
+		}
+		if v != "" {
+			allow, err := strconv.ParseBool(v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "bad_data", "partial_response must be true or false, got "+strconv.Quote(v))
+				return
+			}
+			r = r.WithContext(remotequery.WithPartialResponse(r.Context(), allow))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Handler returns the root handler, gzip-compressing responses for clients

@@ -64,6 +64,7 @@ type serveConfig struct {
 	reportS3                             api.S3Options
 	evidence                             evidence.Options
 	shutdownTimeout                      time.Duration
+	stores                               storesConfig
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -111,6 +112,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	addStoreFlags(fs, &c.stores)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -209,6 +211,12 @@ func serve(args []string) error {
 	}
 	defer engine.Close()
 
+	global, closeStores, err := c.stores.queryable(cfgHolder, db, logger.With("component", "stores"))
+	if err != nil {
+		return err
+	}
+	defer closeStores()
+
 	traces := ingest.NewTraces(recs, logger.With("component", "otlp"), reg)
 	otlpMetrics := ingest.NewOTLPMetrics(db, db.Metadata, c.otlp, logger.With("component", "otlp"), reg)
 
@@ -237,7 +245,7 @@ func serve(args []string) error {
 		}
 	}()
 	evAPI := api.NewEvidence(evStore, api.EvidenceOptions{Logger: logger.With("component", "evidence"), Registerer: reg})
-	attribution := api.NewAttribution(engine, db, api.RecordsWithEvidence(recs.Store(), evAPI), api.AttributionOptions{
+	attribution := api.NewAttribution(engine, global, api.RecordsWithEvidence(recs.Store(), evAPI), api.AttributionOptions{
 		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
 		Uploader: uploader,
 		Logger:   logger.With("component", "attribution"),
@@ -246,8 +254,8 @@ func serve(args []string) error {
 		recs.Register(r)
 		evAPI.Register(r)
 		attribution.Register(r)
-		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, db, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
-		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, db)).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, global, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, global)).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
@@ -259,6 +267,7 @@ func serve(args []string) error {
 		Flags:         flagsMap,
 		Retention:     c.db.Retention.String(),
 		Config:        cfgHolder.Get,
+		Queryable:     global,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},

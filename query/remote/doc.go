@@ -1,0 +1,42 @@
+// Package remote gives tailroot's query engine a global view: the local
+// TSDB merged with remote stores — Thanos StoreAPI endpoints (a Thanos
+// Query, Store, Sidecar or Receive) and Prometheus remote read endpoints
+// (other tailroot nodes, Prometheus, anything that serves /api/v1/read) —
+// so PromQL and every tailroot function (tail accumulators, histogram
+// fallbacks, granger, root_cause, …) run over all of them unchanged.
+//
+// In: the local storage.Queryable, the stores (NewStoreAPI, RemoteReadStores)
+// and Options. Out: a storage.Queryable (Queryable) whose queriers merge all
+// sources with storage.NewMergeQuerier.
+//
+// What holds:
+//
+//   - Local series carry the local external labels, as a Thanos sidecar or
+//     Prometheus' remote read would show them; a series' own label of the
+//     same name wins (Prometheus' rule). A matcher on an external label is
+//     answered from its value, so {node="b"} reads nothing locally on node a.
+//   - Series that differ only in a replica label (Options.ReplicaLabels,
+//     Thanos' --query.replica-label) are one series: the replica labels are
+//     dropped and the samples of all replicas are chain-merged (the union
+//     by timestamp; a timestamp present in several replicas is kept once,
+//     from the first in label order). This is simpler than Thanos'
+//     penalty-based choice of one replica: for replicas that scrape at
+//     different offsets it interleaves their samples, which rate() and
+//     increase() tolerate but which is noisier than a single replica.
+//     Identical data seen twice (a node that is both local and behind the
+//     Thanos Query it reads) merges to exactly one copy.
+//   - Partial response: every store that answered is named in an info
+//     annotation ("store X answered"), every store that failed in a warning
+//     with its error, and the query is answered from the rest — as Thanos
+//     Query does with partial response on. With partial response off
+//     (Options.PartialResponse false, or WithPartialResponse(ctx, false)
+//     per request: partial_response=false on the HTTP API) a failed store
+//     fails the query, and a Thanos endpoint is asked with the ABORT
+//     strategy so its own stores must all answer too.
+//   - A store's answer is read whole before the merge starts (as the
+//     prometheus module's remote read storage does), so a failure half way
+//     through a stream is a failed store, never a truncated series.
+//   - StoreAPI requests ask for raw data (max_resolution_window 0);
+//     downsampled aggregate chunks without raw data are an error of that
+//     store.
+package remote

@@ -1,0 +1,242 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Store is one remote source of series.
+type Store interface {
+	// Name identifies the store in annotations and logs: its address, or
+	// the remote_read entry's name.
+	Name() string
+	storage.Queryable
+}
+
+// Options configures the global view. The zero value is not useful; start
+// from DefaultOptions.
+type Options struct {
+	// ExternalLabels returns the local server's external labels in force
+	// (global.external_labels), added to local series. Nil means none.
+	ExternalLabels func() labels.Labels
+	// Stores returns the remote stores in force; it is called once per
+	// querier, so a configuration reload takes effect at the next query.
+	// Nil means none.
+	Stores func() []Store
+	// ReplicaLabels are dropped from every series, local and remote, so that
+	// replicas merge into one series. Empty means no deduplication beyond
+	// identical label sets.
+	ReplicaLabels []string
+	// PartialResponse answers a query from the stores that answered when
+	// others failed (with a warning naming each failure); false fails the
+	// query. A request overrides it with WithPartialResponse.
+	PartialResponse bool
+}
+
+// DefaultOptions has partial response on, as Thanos Query has by default.
+func DefaultOptions() Options { return Options{PartialResponse: true} }
+
+type partialKey struct{}
+
+// WithPartialResponse overrides Options.PartialResponse for queries run
+// with ctx.
+func WithPartialResponse(ctx context.Context, allow bool) context.Context {
+	return context.WithValue(ctx, partialKey{}, allow)
+}
+
+func partialAllowed(ctx context.Context, def bool) bool {
+	if v, ok := ctx.Value(partialKey{}).(bool); ok {
+		return v
+	}
+	return def
+}
+
+// ErrChunkQuerier is returned by Queryable.ChunkQuerier: the global view is
+// for evaluation, and remote read must keep serving the local TSDB alone
+// (a peer reading the global view back would loop and duplicate).
+var ErrChunkQuerier = errors.New("chunk queries are served from the local TSDB only")
+
+// Queryable is the local storage merged with the remote stores.
+type Queryable struct {
+	local storage.Queryable
+	opts  Options
+}
+
+// New returns the global view over local (nil for a node without local
+// data) and the stores of opts.
+func New(local storage.Queryable, opts Options) *Queryable {
+	return &Queryable{local: local, opts: opts}
+}
+
+// Querier implements storage.Queryable.
+func (g *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	var stores []Store
+	if g.opts.Stores != nil {
+		stores = g.opts.Stores()
+	}
+	if len(stores) == 0 && g.local != nil {
+		// No remote store in force: the local TSDB as it is, without
+		// external labels, exactly as a single node answers.
+		return g.local.Querier(mint, maxt)
+	}
+	var ext labels.Labels
+	if g.opts.ExternalLabels != nil {
+		ext = g.opts.ExternalLabels()
+	}
+	qs := make([]storage.Querier, 0, len(stores)+1)
+	if g.local != nil {
+		lq, err := g.local.Querier(mint, maxt)
+		if err != nil {
+			return nil, fmt.Errorf("local querier: %w", err)
+		}
+		qs = append(qs, newRelabel(lq, ext, g.opts.ReplicaLabels))
+	}
+	for _, s := range stores {
+		sq := &storeQuerier{name: s.Name(), partial: g.opts.PartialResponse}
+		sq.q, sq.openErr = s.Querier(mint, maxt)
+		qs = append(qs, newRelabel(sq, labels.EmptyLabels(), g.opts.ReplicaLabels))
+	}
+	// Every source is a primary: storeQuerier itself turns a failure into a
+	// warning or an error as partial response says, which a secondary
+	// querier could not (it always downgrades errors to warnings).
+	return storage.NewMergeQuerier(qs, nil, storage.ChainedSeriesMerge), nil
+}
+
+// ChunkQuerier implements storage.ChunkQueryable; see ErrChunkQuerier.
+func (g *Queryable) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error) {
+	return nil, ErrChunkQuerier
+}
+
+// storeQuerier reads one remote store whole and reports it by name:
+// answered (info), failed (warning, or error without partial response).
+type storeQuerier struct {
+	name    string
+	q       storage.Querier
+	openErr error
+	partial bool
+}
+
+func (s *storeQuerier) fail(ctx context.Context, err error) (annotations.Annotations, error) {
+	if partialAllowed(ctx, s.partial) {
+		var a annotations.Annotations
+		a.Add(fmt.Errorf("%w: store %s failed, the answer is partial: %v", annotations.PromQLWarning, s.name, err))
+		return a, nil
+	}
+	return nil, fmt.Errorf("store %s: %w", s.name, err)
+}
+
+func (s *storeQuerier) answered(a annotations.Annotations) annotations.Annotations {
+	a.Add(fmt.Errorf("%w: store %s answered", annotations.PromQLInfo, s.name))
+	return a
+}
+
+func (s *storeQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	if s.openErr != nil {
+		a, err := s.fail(ctx, s.openErr)
+		if err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+		return &sliceSet{warnings: a}
+	}
+	set := s.q.Select(ctx, true, hints, ms...)
+	var out []storage.Series
+	for set.Next() {
+		out = append(out, set.At())
+	}
+	warn := set.Warnings()
+	if err := set.Err(); err != nil {
+		a, ferr := s.fail(ctx, err)
+		if ferr != nil {
+			return storage.ErrSeriesSet(ferr)
+		}
+		return &sliceSet{warnings: a.Merge(warn)}
+	}
+	return &sliceSet{series: out, warnings: s.answered(warn)}
+}
+
+func (s *storeQuerier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	if s.openErr != nil {
+		a, err := s.fail(ctx, s.openErr)
+		return nil, a, err
+	}
+	v, a, err := s.q.LabelValues(ctx, name, hints, ms...)
+	if err != nil {
+		a2, ferr := s.fail(ctx, err)
+		return nil, a2.Merge(a), ferr
+	}
+	return v, s.answered(a), nil
+}
+
+func (s *storeQuerier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	if s.openErr != nil {
+		a, err := s.fail(ctx, s.openErr)
+		return nil, a, err
+	}
+	v, a, err := s.q.LabelNames(ctx, hints, ms...)
+	if err != nil {
+		a2, ferr := s.fail(ctx, err)
+		return nil, a2.Merge(a), ferr
+	}
+	return v, s.answered(a), nil
+}
+
+func (s *storeQuerier) Close() error {
+	if s.q == nil {
+		return nil
+	}
+	return s.q.Close()
+}
+
+// sliceSet is a SeriesSet over series held in memory, sorted by labels.
+type sliceSet struct {
+	series   []storage.Series
+	i        int
+	warnings annotations.Annotations
+}
+
+func (s *sliceSet) Next() bool {
+	if s.i >= len(s.series) {
+		return false
+	}
+	s.i++
+	return true
+}
+
+func (s *sliceSet) At() storage.Series                { return s.series[s.i-1] }
+func (*sliceSet) Err() error                          { return nil }
+func (s *sliceSet) Warnings() annotations.Annotations { return s.warnings }
+
+// relabeledSeries is a series shown under other labels.
+type relabeledSeries struct {
+	storage.Series
+	lset labels.Labels
+}
+
+func (s relabeledSeries) Labels() labels.Labels { return s.lset }
+
+// sortAndMerge sorts series by labels and chain-merges those with equal
+// label sets (replicas once their replica labels are dropped).
+func sortAndMerge(ss []storage.Series) []storage.Series {
+	slices.SortStableFunc(ss, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	out := ss[:0]
+	for i := 0; i < len(ss); {
+		j := i + 1
+		for j < len(ss) && labels.Equal(ss[i].Labels(), ss[j].Labels()) {
+			j++
+		}
+		if j == i+1 {
+			out = append(out, ss[i])
+		} else {
+			// Clone: the merged series keeps its slice, and out reuses ss.
+			out = append(out, storage.ChainedSeriesMerge(slices.Clone(ss[i:j])...))
+		}
+		i = j
+	}
+	return out
+}
