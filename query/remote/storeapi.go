@@ -247,16 +247,25 @@ func seriesFromPB(ps *storepb.Series) (storage.Series, error) {
 		if ac.GetMinTime() > ac.GetMaxTime() {
 			return nil, fmt.Errorf("series %s: chunk %d: min time %d after max time %d", lset, i, ac.GetMinTime(), ac.GetMaxTime())
 		}
-		var enc chunkenc.Encoding
+		// The TSDB's iterators trust the chunk header (a 2-byte sample
+		// count, plus a flags byte for histograms); a shorter chunk would
+		// make them panic, so it is rejected here.
+		var (
+			enc    chunkenc.Encoding
+			header int
+		)
 		switch raw.GetType() {
 		case storepb.Chunk_XOR:
-			enc = chunkenc.EncXOR
+			enc, header = chunkenc.EncXOR, 2
 		case storepb.Chunk_HISTOGRAM:
-			enc = chunkenc.EncHistogram
+			enc, header = chunkenc.EncHistogram, 3
 		case storepb.Chunk_FLOAT_HISTOGRAM:
-			enc = chunkenc.EncFloatHistogram
+			enc, header = chunkenc.EncFloatHistogram, 3
 		default:
 			return nil, fmt.Errorf("series %s: chunk %d: unknown encoding %d", lset, i, raw.GetType())
+		}
+		if len(raw.GetData()) < header {
+			return nil, fmt.Errorf("series %s: chunk %d: %d bytes, shorter than the %s chunk header", lset, i, len(raw.GetData()), enc)
 		}
 		chk, err := chunkenc.FromData(enc, raw.GetData())
 		if err != nil {
