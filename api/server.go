@@ -19,10 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/route"
 	"github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/scrape"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/storage/remote"
 	"github.com/prometheus/prometheus/util/notifications"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
@@ -60,11 +60,14 @@ type Options struct {
 	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
 	// Prometheus.
 	CORSOrigin *regexp.Regexp
-	// Queryable is what queries, series and label lookups read: the global
-	// view (query/remote) of `tailroot serve`. Nil means the local TSDB.
-	// Remote read (/api/v1/read) always serves the local TSDB alone, so a
-	// peer or a Thanos sidecar never gets the global view back.
-	Queryable storage.SampleAndChunkQueryable
+	// Queryable is what queries (/api/v1/query, query_range) evaluate over:
+	// the global view (query/remote) of `tailroot serve`. Nil means the
+	// local TSDB. Series, label names and values and remote read always
+	// serve the local TSDB: a Thanos sidecar builds its StoreAPI from
+	// exactly these endpoints, and must not re-export other nodes' data
+	// under this node's external labels (or loop through a Thanos Query
+	// this node reads).
+	Queryable storage.Queryable
 }
 
 // Server holds the mounted handlers.
@@ -115,11 +118,11 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		BuildDate: opts.Build.BuildDate,
 		GoVersion: runtime.Version(),
 	}
-	var queryable storage.SampleAndChunkQueryable = db
+	var qe promql.QueryEngine = engine
 	if opts.Queryable != nil {
-		queryable = opts.Queryable
+		qe = queryableEngine{QueryEngine: engine, q: opts.Queryable}
 	}
-	promAPI := v1.NewAPI(engine, queryable, db, db,
+	promAPI := v1.NewAPI(qe, db, db, db,
 		func(context.Context) v1.ScrapePoolsRetriever { return noScrape{} },
 		func(context.Context) v1.TargetRetriever { return noScrape{} },
 		func(context.Context) v1.AlertmanagerRetriever { return noScrape{} },
@@ -175,15 +178,25 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if h.Extra != nil {
 		h.Extra(r)
 	}
-	if opts.Queryable != nil {
-		// Registered without metrics: the API's own read handler (unused
-		// here) already holds their names.
-		r.Handle("/api/v1/read", remote.NewReadHandler(logger, nil, db, cfgFunc,
-			opts.RemoteReadSampleLimit, opts.RemoteReadConcurrency, opts.RemoteReadBytesInFrame)).Methods(http.MethodPost)
-	}
 	r.PathPrefix("/api/v1/").Handler(partialResponse(apiRouter))
 	r.HandleFunc("/", s.landing).Methods(http.MethodGet)
 	return s
+}
+
+// queryableEngine evaluates every query over q, whatever storage the
+// caller passes: the API hands its engine the local TSDB, which its
+// series, label and remote read endpoints keep reading.
+type queryableEngine struct {
+	promql.QueryEngine
+	q storage.Queryable
+}
+
+func (e queryableEngine) NewInstantQuery(ctx context.Context, _ storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	return e.QueryEngine.NewInstantQuery(ctx, e.q, opts, qs, ts)
+}
+
+func (e queryableEngine) NewRangeQuery(ctx context.Context, _ storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+	return e.QueryEngine.NewRangeQuery(ctx, e.q, opts, qs, start, end, step)
 }
 
 // partialResponse reads Thanos' partial_response query parameter

@@ -490,6 +490,19 @@ remote_read:
 
 	t.Run("thanos storeapi", func(t *testing.T) {
 		compareGlobal(t, nodeB, union, d, []string{queryGRPC})
+		// Series and label lookups stay local: the Thanos sidecar serves its
+		// StoreAPI from them, and node b's sidecar must not re-export what
+		// node b reads from Thanos Query (which would also loop).
+		_, body := nodeB.Get(t, "/api/v1/label/instance/values", nil)
+		if !strings.Contains(string(body), `"data":["b-1","b-2"]`) {
+			t.Errorf("instance values, want node b's own: %s", body)
+		}
+		_, body = nodeB.Get(t, "/api/v1/series", url.Values{"match[]": {"lat_seconds"}})
+		var r Response
+		var series []map[string]string
+		if err := json.Unmarshal(body, &r); err != nil || json.Unmarshal(r.Data, &series) != nil || len(series) != 2 || series[0]["cluster"] != "" {
+			t.Errorf("series of lat_seconds, want node b's own 2 without external labels: %s", body)
+		}
 	})
 
 	t.Run("store down", func(t *testing.T) {

@@ -36,6 +36,13 @@
 //   - A store's answer is read whole before the merge starts (as the
 //     prometheus module's remote read storage does), so a failure half way
 //     through a stream is a failed store, never a truncated series.
+//   - Only evaluation is global. A server's series, label and remote read
+//     endpoints keep serving its local TSDB (api.Options.Queryable): a
+//     Thanos sidecar builds its StoreAPI from them, and must not re-export
+//     other nodes' data under this node's external labels, nor loop
+//     through a Thanos Query this node reads.
+//   - Remote read has no label calls: a remote_read store lists no label
+//     names or values (an info says so) rather than failing.
 //   - StoreAPI requests ask for raw data (max_resolution_window 0);
 //     downsampled aggregate chunks without raw data are an error of that
 //     store.

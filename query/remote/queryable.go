@@ -2,7 +2,6 @@ package remote
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -57,11 +56,6 @@ func partialAllowed(ctx context.Context, def bool) bool {
 	return def
 }
 
-// ErrChunkQuerier is returned by Queryable.ChunkQuerier: the global view is
-// for evaluation, and remote read must keep serving the local TSDB alone
-// (a peer reading the global view back would loop and duplicate).
-var ErrChunkQuerier = errors.New("chunk queries are served from the local TSDB only")
-
 // Queryable is the local storage merged with the remote stores.
 type Queryable struct {
 	local storage.Queryable
@@ -106,11 +100,6 @@ func (g *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	// warning or an error as partial response says, which a secondary
 	// querier could not (it always downgrades errors to warnings).
 	return storage.NewMergeQuerier(qs, nil, storage.ChainedSeriesMerge), nil
-}
-
-// ChunkQuerier implements storage.ChunkQueryable; see ErrChunkQuerier.
-func (g *Queryable) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error) {
-	return nil, ErrChunkQuerier
 }
 
 // storeQuerier reads one remote store whole and reports it by name:

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	promremote "github.com/prometheus/prometheus/storage/remote"
+	"github.com/prometheus/prometheus/util/annotations"
 )
 
 // remoteReadStore is one remote_read entry, read through the prometheus
@@ -22,6 +24,39 @@ type remoteReadStore struct {
 }
 
 func (s remoteReadStore) Name() string { return s.name }
+
+// Querier implements storage.Queryable.
+func (s remoteReadStore) Querier(mint, maxt int64) (storage.Querier, error) {
+	q, err := s.Queryable.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return noLabelAPI{Querier: q, name: s.name}, nil
+}
+
+// noLabelAPI answers label names and values of a remote read endpoint:
+// the protocol has no such call (the prometheus module's client returns
+// "not implemented"), and reading every series to list labels would cost
+// a full scan of the peer. The endpoint contributes nothing, and an info
+// says so, rather than a warning that it failed.
+type noLabelAPI struct {
+	storage.Querier
+	name string
+}
+
+func (n noLabelAPI) info() annotations.Annotations {
+	var a annotations.Annotations
+	a.Add(fmt.Errorf("%w: store %s is read through remote read, which cannot list label names or values; its labels are not included", annotations.PromQLInfo, n.name))
+	return a
+}
+
+func (n noLabelAPI) LabelValues(context.Context, string, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, n.info(), nil
+}
+
+func (n noLabelAPI) LabelNames(context.Context, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, n.info(), nil
+}
 
 // RemoteReadStores returns a Store per remote_read entry of cfg.
 // localStartTime says where local data begins: an entry without
