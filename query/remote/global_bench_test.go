@@ -118,7 +118,7 @@ func BenchmarkGlobalQuery(b *testing.B) {
 			name string
 			q    storage.Queryable
 		}{{"single_node", single}, {"global_2_nodes", global}} {
-			b.Run(q.name+"/"+st.name, func(b *testing.B) {
+			b.Run("query="+q.name+"/store="+st.name, func(b *testing.B) {
 				b.ReportAllocs()
 				var n int
 				for b.Loop() {
