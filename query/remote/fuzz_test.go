@@ -25,11 +25,15 @@ func FuzzSeriesFromPB(f *testing.F) {
 	app, _ := c.Appender()
 	app.Append(0, 1000, 1)
 	app.Append(0, 2000, 2.5)
-	seed(&storepb.Series{Labels: []*storepb.Label{{Name: "__name__", Value: "x"}},
-		Chunks: []*storepb.AggrChunk{{MinTime: 1000, MaxTime: 2000, Raw: &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()}}}})
+	seed(&storepb.Series{
+		Labels: []*storepb.Label{{Name: "__name__", Value: "x"}},
+		Chunks: []*storepb.AggrChunk{{MinTime: 1000, MaxTime: 2000, Raw: &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()}}},
+	})
 	hc := chunkenc.NewHistogramChunk()
-	seed(&storepb.Series{Labels: []*storepb.Label{{Name: "__name__", Value: "h"}},
-		Chunks: []*storepb.AggrChunk{{Raw: &storepb.Chunk{Type: storepb.Chunk_HISTOGRAM, Data: hc.Bytes()}}}})
+	seed(&storepb.Series{
+		Labels: []*storepb.Label{{Name: "__name__", Value: "h"}},
+		Chunks: []*storepb.AggrChunk{{Raw: &storepb.Chunk{Type: storepb.Chunk_HISTOGRAM, Data: hc.Bytes()}}},
+	})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ps storepb.Series

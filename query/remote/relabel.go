@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -64,7 +66,7 @@ func (r *relabel) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	}
 	if len(fms) == 0 {
 		// Every matcher was on an external label: select everything here.
-		fms = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")}
+		fms = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+")}
 	}
 	set := r.Querier.Select(ctx, true, hints, fms...)
 	var out []storage.Series

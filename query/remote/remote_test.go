@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/promqltest"
@@ -69,7 +71,7 @@ func selectAll(t *testing.T, ctx context.Context, q storage.Queryable, ms ...*la
 }
 
 func metric(name string) *labels.Matcher {
-	return labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, name)
+	return labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, name)
 }
 
 func TestMergeExternalLabelsAndReplicas(t *testing.T) {
@@ -250,17 +252,25 @@ func serveFake(t *testing.T, f *fakeStore) string {
 }
 
 func TestStoreAPIClient(t *testing.T) {
-	h := &histogram.Histogram{Count: 5, ZeroCount: 1, Sum: 7.5, ZeroThreshold: 0.001,
-		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{1, 2}}
+	h := &histogram.Histogram{
+		Count: 5, ZeroCount: 1, Sum: 7.5, ZeroThreshold: 0.001,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{1, 2},
+	}
 	f := &fakeStore{warn: "store s3 slow", series: []*storepb.Series{
 		// Unsorted labels and chunks that overlap at t=2000, as a Thanos
 		// Query over a sidecar and a store holding the same block sends.
-		{Labels: []*storepb.Label{{Name: "__name__", Value: "x"}, {Name: "cluster", Value: "b"}},
-			Chunks: []*storepb.AggrChunk{xorChunk(t, sample{1000, 1}, sample{2000, 2}), xorChunk(t, sample{2000, 2}, sample{3000, 3})}},
-		{Labels: []*storepb.Label{{Name: "cluster", Value: "a"}, {Name: "__name__", Value: "x"}},
-			Chunks: []*storepb.AggrChunk{xorChunk(t, sample{1000, 5})}},
-		{Labels: []*storepb.Label{{Name: "__name__", Value: "h"}, {Name: "cluster", Value: "a"}},
-			Chunks: []*storepb.AggrChunk{histChunk(t, 4000, h)}},
+		{
+			Labels: []*storepb.Label{{Name: "__name__", Value: "x"}, {Name: "cluster", Value: "b"}},
+			Chunks: []*storepb.AggrChunk{xorChunk(t, sample{1000, 1}, sample{2000, 2}), xorChunk(t, sample{2000, 2}, sample{3000, 3})},
+		},
+		{
+			Labels: []*storepb.Label{{Name: "cluster", Value: "a"}, {Name: "__name__", Value: "x"}},
+			Chunks: []*storepb.AggrChunk{xorChunk(t, sample{1000, 5})},
+		},
+		{
+			Labels: []*storepb.Label{{Name: "__name__", Value: "h"}, {Name: "cluster", Value: "a"}},
+			Chunks: []*storepb.AggrChunk{histChunk(t, 4000, h)},
+		},
 	}}
 	addr := serveFake(t, f)
 	s, err := NewStoreAPI(StoreAPIOptions{Address: addr})
@@ -269,7 +279,7 @@ func TestStoreAPIClient(t *testing.T) {
 	}
 	defer s.Close()
 
-	got, warns, err := selectAll(t, context.Background(), s, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, "x|y"))
+	got, warns, err := selectAll(t, context.Background(), s, labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, "x|y"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,3 +12,5 @@ PATH="$d:$PATH" protoc -I . \
 	--go_out=. --go_opt=paths=source_relative \
 	--go-grpc_out=. --go-grpc_opt=paths=source_relative \
 	query/remote/storepb/types.proto query/remote/storepb/rpc.proto
+# The repository's lint runs gofumpt over every Go file.
+go tool gofumpt -w query/remote/storepb/*.pb.go

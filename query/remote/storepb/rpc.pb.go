@@ -12,11 +12,12 @@
 package storepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -696,21 +697,24 @@ func file_query_remote_storepb_rpc_proto_rawDescGZIP() []byte {
 	return file_query_remote_storepb_rpc_proto_rawDescData
 }
 
-var file_query_remote_storepb_rpc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_query_remote_storepb_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
-var file_query_remote_storepb_rpc_proto_goTypes = []any{
-	(Aggr)(0),                    // 0: thanos.Aggr
-	(*SeriesRequest)(nil),        // 1: thanos.SeriesRequest
-	(*SeriesResponse)(nil),       // 2: thanos.SeriesResponse
-	(*LabelNamesRequest)(nil),    // 3: thanos.LabelNamesRequest
-	(*LabelNamesResponse)(nil),   // 4: thanos.LabelNamesResponse
-	(*LabelValuesRequest)(nil),   // 5: thanos.LabelValuesRequest
-	(*LabelValuesResponse)(nil),  // 6: thanos.LabelValuesResponse
-	(*LabelMatcher)(nil),         // 7: thanos.LabelMatcher
-	(PartialResponseStrategy)(0), // 8: thanos.PartialResponseStrategy
-	(*Series)(nil),               // 9: thanos.Series
-	(*SeriesBatch)(nil),          // 10: thanos.SeriesBatch
-}
+var (
+	file_query_remote_storepb_rpc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+	file_query_remote_storepb_rpc_proto_msgTypes  = make([]protoimpl.MessageInfo, 6)
+	file_query_remote_storepb_rpc_proto_goTypes   = []any{
+		Aggr(0),                     // 0: thanos.Aggr
+		(*SeriesRequest)(nil),       // 1: thanos.SeriesRequest
+		(*SeriesResponse)(nil),      // 2: thanos.SeriesResponse
+		(*LabelNamesRequest)(nil),   // 3: thanos.LabelNamesRequest
+		(*LabelNamesResponse)(nil),  // 4: thanos.LabelNamesResponse
+		(*LabelValuesRequest)(nil),  // 5: thanos.LabelValuesRequest
+		(*LabelValuesResponse)(nil), // 6: thanos.LabelValuesResponse
+		(*LabelMatcher)(nil),        // 7: thanos.LabelMatcher
+		PartialResponseStrategy(0),  // 8: thanos.PartialResponseStrategy
+		(*Series)(nil),              // 9: thanos.Series
+		(*SeriesBatch)(nil),         // 10: thanos.SeriesBatch
+	}
+)
+
 var file_query_remote_storepb_rpc_proto_depIdxs = []int32{
 	7,  // 0: thanos.SeriesRequest.matchers:type_name -> thanos.LabelMatcher
 	0,  // 1: thanos.SeriesRequest.aggregates:type_name -> thanos.Aggr

@@ -13,6 +13,7 @@ package storepb
 
 import (
 	context "context"
+
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -105,9 +106,11 @@ type UnimplementedStoreServer struct{}
 func (UnimplementedStoreServer) Series(*SeriesRequest, grpc.ServerStreamingServer[SeriesResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Series not implemented")
 }
+
 func (UnimplementedStoreServer) LabelNames(context.Context, *LabelNamesRequest) (*LabelNamesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method LabelNames not implemented")
 }
+
 func (UnimplementedStoreServer) LabelValues(context.Context, *LabelValuesRequest) (*LabelValuesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method LabelValues not implemented")
 }

@@ -13,11 +13,12 @@
 package storepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -599,19 +600,22 @@ func file_query_remote_storepb_types_proto_rawDescGZIP() []byte {
 	return file_query_remote_storepb_types_proto_rawDescData
 }
 
-var file_query_remote_storepb_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_query_remote_storepb_types_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
-var file_query_remote_storepb_types_proto_goTypes = []any{
-	(PartialResponseStrategy)(0), // 0: thanos.PartialResponseStrategy
-	(Chunk_Encoding)(0),          // 1: thanos.Chunk.Encoding
-	(LabelMatcher_Type)(0),       // 2: thanos.LabelMatcher.Type
-	(*Label)(nil),                // 3: thanos.Label
-	(*Chunk)(nil),                // 4: thanos.Chunk
-	(*Series)(nil),               // 5: thanos.Series
-	(*SeriesBatch)(nil),          // 6: thanos.SeriesBatch
-	(*AggrChunk)(nil),            // 7: thanos.AggrChunk
-	(*LabelMatcher)(nil),         // 8: thanos.LabelMatcher
-}
+var (
+	file_query_remote_storepb_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+	file_query_remote_storepb_types_proto_msgTypes  = make([]protoimpl.MessageInfo, 6)
+	file_query_remote_storepb_types_proto_goTypes   = []any{
+		PartialResponseStrategy(0), // 0: thanos.PartialResponseStrategy
+		Chunk_Encoding(0),          // 1: thanos.Chunk.Encoding
+		LabelMatcher_Type(0),       // 2: thanos.LabelMatcher.Type
+		(*Label)(nil),              // 3: thanos.Label
+		(*Chunk)(nil),              // 4: thanos.Chunk
+		(*Series)(nil),             // 5: thanos.Series
+		(*SeriesBatch)(nil),        // 6: thanos.SeriesBatch
+		(*AggrChunk)(nil),          // 7: thanos.AggrChunk
+		(*LabelMatcher)(nil),       // 8: thanos.LabelMatcher
+	}
+)
+
 var file_query_remote_storepb_types_proto_depIdxs = []int32{
 	1,  // 0: thanos.Chunk.type:type_name -> thanos.Chunk.Encoding
 	3,  // 1: thanos.Series.labels:type_name -> thanos.Label
