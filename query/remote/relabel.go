@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/prometheus/common/model"
-
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/model"
-
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/promqltest"
