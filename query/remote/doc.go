@@ -17,14 +17,15 @@
 //     answered from its value, so {node="b"} reads nothing locally on node a.
 //   - Series that differ only in a replica label (Options.ReplicaLabels,
 //     Thanos' --query.replica-label) are one series: the replica labels are
-//     dropped and the samples of all replicas are chain-merged (the union
-//     by timestamp; a timestamp present in several replicas is kept once,
-//     from the first in label order). This is simpler than Thanos'
-//     penalty-based choice of one replica: for replicas that scrape at
-//     different offsets it interleaves their samples, which rate() and
-//     increase() tolerate but which is noisier than a single replica.
-//     Identical data seen twice (a node that is both local and behind the
-//     Thanos Query it reads) merges to exactly one copy.
+//     dropped and the replicas merged with Thanos' penalty rule — follow one
+//     replica, switch to another only across a gap, and after a sample at t
+//     skip the other until t + 2·(t − previous t) (5 s after the first), so
+//     replicas scraping at different offsets are not interleaved. Thanos'
+//     counter-reset adjustment across replicas is not done.
+//   - Without replica labels, equal label sets are the same data seen twice
+//     (a node that is both local and behind the Thanos Query it reads) or a
+//     store's history next to the local recent part: their samples are
+//     chain-merged (the union by timestamp, each timestamp once).
 //   - Partial response: every store that answered is named in an info
 //     annotation ("store X answered"), every store that failed in a warning
 //     with its error, and the query is answered from the rest — as Thanos

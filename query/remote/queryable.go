@@ -83,23 +83,31 @@ func (g *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	if g.opts.ExternalLabels != nil {
 		ext = g.opts.ExternalLabels()
 	}
+	// Replicas (series equal once replica labels are dropped) merge as
+	// Thanos merges them; without replica labels, equal series are the
+	// same data seen twice (or a store's history and the local recent
+	// part), and their union is right.
+	merge := storage.ChainedSeriesMerge
+	if len(g.opts.ReplicaLabels) > 0 {
+		merge = penaltyMerge
+	}
 	qs := make([]storage.Querier, 0, len(stores)+1)
 	if g.local != nil {
 		lq, err := g.local.Querier(mint, maxt)
 		if err != nil {
 			return nil, fmt.Errorf("local querier: %w", err)
 		}
-		qs = append(qs, newRelabel(lq, ext, g.opts.ReplicaLabels))
+		qs = append(qs, newRelabel(lq, ext, g.opts.ReplicaLabels, merge))
 	}
 	for _, s := range stores {
 		sq := &storeQuerier{name: s.Name(), partial: g.opts.PartialResponse}
 		sq.q, sq.openErr = s.Querier(mint, maxt)
-		qs = append(qs, newRelabel(sq, labels.EmptyLabels(), g.opts.ReplicaLabels))
+		qs = append(qs, newRelabel(sq, labels.EmptyLabels(), g.opts.ReplicaLabels, merge))
 	}
 	// Every source is a primary: storeQuerier itself turns a failure into a
 	// warning or an error as partial response says, which a secondary
 	// querier could not (it always downgrades errors to warnings).
-	return storage.NewMergeQuerier(qs, nil, storage.ChainedSeriesMerge), nil
+	return storage.NewMergeQuerier(qs, nil, merge), nil
 }
 
 // storeQuerier reads one remote store whole and reports it by name:
@@ -209,9 +217,9 @@ type relabeledSeries struct {
 
 func (s relabeledSeries) Labels() labels.Labels { return s.lset }
 
-// sortAndMerge sorts series by labels and chain-merges those with equal
-// label sets (replicas once their replica labels are dropped).
-func sortAndMerge(ss []storage.Series) []storage.Series {
+// sortAndMerge sorts series by labels and merges those with equal label
+// sets with merge.
+func sortAndMerge(ss []storage.Series, merge storage.VerticalSeriesMergeFunc) []storage.Series {
 	slices.SortStableFunc(ss, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
 	out := ss[:0]
 	for i := 0; i < len(ss); {
@@ -223,7 +231,7 @@ func sortAndMerge(ss []storage.Series) []storage.Series {
 			out = append(out, ss[i])
 		} else {
 			// Clone: the merged series keeps its slice, and out reuses ss.
-			out = append(out, storage.ChainedSeriesMerge(slices.Clone(ss[i:j])...))
+			out = append(out, merge(slices.Clone(ss[i:j])...))
 		}
 		i = j
 	}

@@ -17,13 +17,14 @@ type relabel struct {
 	storage.Querier
 	ext     labels.Labels
 	replica []string
+	merge   storage.VerticalSeriesMergeFunc
 }
 
-func newRelabel(q storage.Querier, ext labels.Labels, replica []string) storage.Querier {
+func newRelabel(q storage.Querier, ext labels.Labels, replica []string, merge storage.VerticalSeriesMergeFunc) storage.Querier {
 	if ext.IsEmpty() && len(replica) == 0 {
 		return q
 	}
-	return &relabel{Querier: q, ext: ext, replica: replica}
+	return &relabel{Querier: q, ext: ext, replica: replica, merge: merge}
 }
 
 // filter answers matchers on external label names from the external value:
@@ -76,7 +77,7 @@ func (r *relabel) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if err := set.Err(); err != nil {
 		return storage.ErrSeriesSet(err)
 	}
-	return &sliceSet{series: sortAndMerge(out), warnings: set.Warnings()}
+	return &sliceSet{series: sortAndMerge(out, r.merge), warnings: set.Warnings()}
 }
 
 func (r *relabel) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {

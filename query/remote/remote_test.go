@@ -76,7 +76,8 @@ func metric(name string) *labels.Matcher {
 func TestMergeExternalLabelsAndReplicas(t *testing.T) {
 	// Local: x on cluster a (external label), one series with its own
 	// cluster label. Remote: x from cluster b in two replicas that scrape at
-	// the same times but miss different samples.
+	// the same times but miss different samples, deduplicated as Thanos
+	// does (TestPenaltyDedup has the rule).
 	local := promqltest.LoadedStorage(t, `
 load 1m
 	x{instance="i"} 1 2 3
@@ -98,8 +99,11 @@ load 1m
 		t.Fatal(err)
 	}
 	want := map[string][]sample{
-		`{__name__="x", cluster="a", instance="i"}`:   {{0, 1}, {60000, 2}, {120000, 3}},
-		`{__name__="x", cluster="b", instance="i"}`:   {{0, 10}, {60000, 20}, {120000, 30}, {180000, 40}},
+		`{__name__="x", cluster="a", instance="i"}`: {{0, 1}, {60000, 2}, {120000, 3}},
+		// Penalty dedup: r1 at 0; r1's next (120 s) is later than r2's
+		// (60 s), so r2 at 60 s, and r1 must skip 2·60 s past it — beyond
+		// its last sample at 180 s; r2 at 120 s.
+		`{__name__="x", cluster="b", instance="i"}`:   {{0, 10}, {60000, 20}, {120000, 30}},
 		`{__name__="x", cluster="z", instance="own"}`: {{0, 7}, {60000, 7}, {120000, 7}},
 	}
 	if len(got) != len(want) {
@@ -355,5 +359,60 @@ func TestSeriesFromPBRejects(t *testing.T) {
 		if _, err := seriesFromPB(s); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+func TestPenaltyDedup(t *testing.T) {
+	// r1 scrapes at 0, 15, 30, 45 s, misses 60–90 s, then 105, 120, 135;
+	// r2 at 5, 20, …, 140. Thanos' penalty rule (worked by hand): r1 at 0
+	// (r2 skipped 5 s), 15, 30, 45 (r2 skipped 2·15 s each time); at 45.001
+	// r1's next is 105 and r2's (seek 75.001) is 80, so r2 from 80, r1 now
+	// skipped 2·(80−45) = 70 s, past its end: 95, 110, 125, 140 from r2.
+	local := promqltest.LoadedStorage(t, "load 1m\n\tx{instance=\"other\"} 1\n")
+	remote := promqltest.LoadedStorage(t, `
+load 5s
+	x{instance="i", replica="r1"} 0 _ _ 1 _ _ 2 _ _ 3 _ _ _ _ _ _ _ _ _ _ _ 4 _ _ 5 _ _ 6
+	x{instance="i", replica="r2"} _ 10 _ _ 11 _ _ 12 _ _ 13 _ _ 14 _ _ 15 _ _ 16 _ _ 17 _ _ 18 _ _ 19
+`)
+	opts := DefaultOptions()
+	opts.Stores = func() []Store { return []Store{namedStore{"remote:1", remote}} }
+	opts.ReplicaLabels = []string{"replica"}
+	got, _, err := selectAll(t, context.Background(), New(local, opts), metric("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sample{{0, 0}, {15000, 1}, {30000, 2}, {45000, 3}, {80000, 15}, {95000, 16}, {110000, 17}, {125000, 18}, {140000, 19}}
+	if g := got[`{__name__="x", instance="i"}`]; !slices.Equal(g, want) {
+		t.Errorf("deduplicated %v\nwant         %v", g, want)
+	}
+}
+
+func TestPenaltyDedupHistograms(t *testing.T) {
+	remote := promqltest.LoadedStorage(t, `
+load 15s
+	h{replica="r1"} {{count:1 sum:1}} {{count:2 sum:2}} _ _
+	h{replica="r2"} {{count:1 sum:1}} {{count:2 sum:2}} {{count:3 sum:3}} {{count:4 sum:4}} {{count:5 sum:5}} {{count:6 sum:6}}
+`)
+	opts := DefaultOptions()
+	opts.Stores = func() []Store { return []Store{namedStore{"remote:1", remote}} }
+	opts.ReplicaLabels = []string{"replica"}
+	q, _ := New(nil, opts).Querier(0, 1<<40)
+	set := q.Select(context.Background(), true, nil, metric("h"))
+	if !set.Next() {
+		t.Fatalf("no series: %v", set.Err())
+	}
+	it := set.At().Iterator(nil)
+	var counts []float64
+	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+		_, fh := it.AtFloatHistogram(nil)
+		counts = append(counts, fh.Count)
+	}
+	// r1 at 0 and 15 s, r2 skipped 2·15 s past 15 s each time: when r1
+	// ends, r2 resumes after 45 s — its samples at 60 and 75 s.
+	if !slices.Equal(counts, []float64{1, 2, 5, 6}) {
+		t.Errorf("counts %v, want 1 2 5 6 (r1, then r2 past the penalty)", counts)
+	}
+	if set.Next() {
+		t.Errorf("a second series: %s", set.At().Labels())
 	}
 }

@@ -152,7 +152,7 @@ func (q *storeAPIQuerier) Select(ctx context.Context, _ bool, hints *storage.Sel
 			return storage.ErrSeriesSet(err)
 		}
 	}
-	return &sliceSet{series: sortAndMerge(out), warnings: annos}
+	return &sliceSet{series: sortAndMerge(out, storage.ChainedSeriesMerge), warnings: annos}
 }
 
 func (q *storeAPIQuerier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
