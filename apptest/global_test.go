@@ -518,7 +518,7 @@ remote_read:
 		}
 		// The same query without partial response is an error naming it.
 		code, body := nodeB.Get(t, "/api/v1/query", url.Values{"query": {q}, "time": {at}, "partial_response": {"false"}})
-		if code < 400 || !strings.Contains(string(body), queryGRPC) {
+		if code != 422 || !strings.Contains(string(body), `"errorType":"execution"`) || !strings.Contains(string(body), queryGRPC) {
 			t.Errorf("partial_response=false with a store down: %d %s", code, body)
 		}
 		// A tailroot function reports the failure as well.
