@@ -527,6 +527,11 @@ remote_read:
 		if !slices.ContainsFunc(r.warnings, func(w string) bool { return strings.Contains(w, "store "+queryGRPC+" failed") }) {
 			t.Errorf("granger with a store down: no warning names it: %s", r.body)
 		}
+		// The failure is counted per store in tailroot's own metrics.
+		_, metrics := nodeB.Get(t, "/metrics", nil)
+		if !strings.Contains(string(metrics), `tailroot_remote_store_requests_total{call="select",outcome="failed",store="`+queryGRPC+`"}`) {
+			t.Errorf("no failed-request metric for store %s", queryGRPC)
+		}
 		// Remote read of a node that is down.
 		nodeB.Kill(t)
 		r = queryResult(t, nodeA, "/api/v1/query", url.Values{"query": {q}, "time": {at}})

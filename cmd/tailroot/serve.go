@@ -211,7 +211,7 @@ func serve(args []string) error {
 	}
 	defer engine.Close()
 
-	global, closeStores, err := c.stores.queryable(cfgHolder, db, logger.With("component", "stores"))
+	global, closeStores, err := c.stores.queryable(cfgHolder, db, logger.With("component", "stores"), reg)
 	if err != nil {
 		return err
 	}

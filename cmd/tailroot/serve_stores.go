@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	config_util "github.com/prometheus/common/config"
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -59,7 +60,7 @@ func addStoreFlags(fs *flag.FlagSet, c *storesConfig) {
 // queryable builds the global view over db: the remote_read entries of the
 // configuration in force and the StoreAPI endpoints. Without any, queries
 // read db exactly as before. The returned function closes the endpoints.
-func (c *storesConfig) queryable(cfg *promcfg.Holder, db *tsdb.DB, logger *slog.Logger) (*remote.Queryable, func(), error) {
+func (c *storesConfig) queryable(cfg *promcfg.Holder, db *tsdb.DB, logger *slog.Logger, reg prometheus.Registerer) (*remote.Queryable, func(), error) {
 	var fixed []remote.Store
 	closeAll := func() {
 		for _, s := range fixed {
@@ -95,6 +96,7 @@ func (c *storesConfig) queryable(cfg *promcfg.Holder, db *tsdb.DB, logger *slog.
 	opts.ExternalLabels = func() labels.Labels { return cfg.Get().GlobalConfig.ExternalLabels }
 	opts.ReplicaLabels = c.replicaLabels
 	opts.PartialResponse = c.partial
+	opts.Registerer = reg
 	if n := len(stores.Stores()); n > 0 {
 		logger.Info("queries read the global view", "stores", n, "replica_labels", strings.Join(c.replicaLabels, ","))
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -36,6 +39,46 @@ type Options struct {
 	// others failed (with a warning naming each failure); false fails the
 	// query. A request overrides it with WithPartialResponse.
 	PartialResponse bool
+	// Registerer, when set, receives per-store metrics:
+	// tailroot_remote_store_requests_total{store, call, outcome} and
+	// tailroot_remote_store_request_duration_seconds{store, call}.
+	Registerer prometheus.Registerer
+}
+
+// storeMetrics count what each store was asked and how it answered, so an
+// operator sees a store that fails or slows down without reading
+// annotations.
+type storeMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
+	m := &storeMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tailroot_remote_store_requests_total",
+			Help: "Requests of global queries to each remote store, by call (select, label_names, label_values) and outcome (answered, failed).",
+		}, []string{"store", "call", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:                        "tailroot_remote_store_request_duration_seconds",
+			Help:                        "Time until a remote store's whole answer to a request of a global query was read.",
+			NativeHistogramBucketFactor: 1.1,
+			Buckets:                     prometheus.DefBuckets,
+		}, []string{"store", "call"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration)
+	}
+	return m
+}
+
+func (m *storeMetrics) observe(store, call string, start time.Time, err error) {
+	outcome := "answered"
+	if err != nil {
+		outcome = "failed"
+	}
+	m.requests.WithLabelValues(store, call, outcome).Inc()
+	m.duration.WithLabelValues(store, call).Observe(time.Since(start).Seconds())
 }
 
 // DefaultOptions has partial response on, as Thanos Query has by default.
@@ -58,14 +101,15 @@ func partialAllowed(ctx context.Context, def bool) bool {
 
 // Queryable is the local storage merged with the remote stores.
 type Queryable struct {
-	local storage.Queryable
-	opts  Options
+	local   storage.Queryable
+	opts    Options
+	metrics *storeMetrics
 }
 
 // New returns the global view over local (nil for a node without local
 // data) and the stores of opts.
 func New(local storage.Queryable, opts Options) *Queryable {
-	return &Queryable{local: local, opts: opts}
+	return &Queryable{local: local, opts: opts, metrics: newStoreMetrics(opts.Registerer)}
 }
 
 // Querier implements storage.Queryable.
@@ -100,7 +144,7 @@ func (g *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 		qs = append(qs, newRelabel(lq, ext, g.opts.ReplicaLabels, merge))
 	}
 	for _, s := range stores {
-		sq := &storeQuerier{name: s.Name(), partial: g.opts.PartialResponse}
+		sq := &storeQuerier{name: s.Name(), partial: g.opts.PartialResponse, metrics: g.metrics}
 		sq.q, sq.openErr = s.Querier(mint, maxt)
 		qs = append(qs, newRelabel(sq, labels.EmptyLabels(), g.opts.ReplicaLabels, merge))
 	}
@@ -117,6 +161,7 @@ type storeQuerier struct {
 	q       storage.Querier
 	openErr error
 	partial bool
+	metrics *storeMetrics
 }
 
 func (s *storeQuerier) fail(ctx context.Context, err error) (annotations.Annotations, error) {
@@ -135,18 +180,21 @@ func (s *storeQuerier) answered(a annotations.Annotations) annotations.Annotatio
 
 func (s *storeQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	if s.openErr != nil {
+		s.metrics.observe(s.name, "select", time.Now(), s.openErr)
 		a, err := s.fail(ctx, s.openErr)
 		if err != nil {
 			return storage.ErrSeriesSet(err)
 		}
 		return &sliceSet{warnings: a}
 	}
+	start := time.Now()
 	set := s.q.Select(ctx, true, hints, ms...)
 	var out []storage.Series
 	for set.Next() {
 		out = append(out, set.At())
 	}
 	warn := set.Warnings()
+	s.metrics.observe(s.name, "select", start, set.Err())
 	if err := set.Err(); err != nil {
 		a, ferr := s.fail(ctx, err)
 		if ferr != nil {
@@ -162,7 +210,9 @@ func (s *storeQuerier) LabelValues(ctx context.Context, name string, hints *stor
 		a, err := s.fail(ctx, s.openErr)
 		return nil, a, err
 	}
+	start := time.Now()
 	v, a, err := s.q.LabelValues(ctx, name, hints, ms...)
+	s.metrics.observe(s.name, "label_values", start, err)
 	if err != nil {
 		a2, ferr := s.fail(ctx, err)
 		return nil, a2.Merge(a), ferr
@@ -175,7 +225,9 @@ func (s *storeQuerier) LabelNames(ctx context.Context, hints *storage.LabelHints
 		a, err := s.fail(ctx, s.openErr)
 		return nil, a, err
 	}
+	start := time.Now()
 	v, a, err := s.q.LabelNames(ctx, hints, ms...)
+	s.metrics.observe(s.name, "label_names", start, err)
 	if err != nil {
 		a2, ferr := s.fail(ctx, err)
 		return nil, a2.Merge(a), ferr

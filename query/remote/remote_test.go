@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -158,7 +160,14 @@ func TestPartialResponse(t *testing.T) {
 	local := promqltest.LoadedStorage(t, "load 1m\n\tx{instance=\"i\"} 1 2\n")
 	opts := DefaultOptions()
 	opts.Stores = func() []Store { return []Store{failingStore{errors.New("connection refused")}} }
+	reg := prometheus.NewRegistry()
+	opts.Registerer = reg
 	g := New(local, opts)
+	defer func() {
+		if n := testutil.ToFloat64(g.metrics.requests.WithLabelValues("broken:1", "select", "failed")); n != 2 {
+			t.Errorf("failed selects counted %v, want 2", n)
+		}
+	}()
 
 	got, warns, err := selectAll(t, context.Background(), g, metric("x"))
 	if err != nil || len(got) != 1 {
@@ -172,6 +181,7 @@ func TestPartialResponse(t *testing.T) {
 		t.Errorf("without partial response: %v, want the store's error", err)
 	}
 	opts.PartialResponse = false
+	opts.Registerer = nil
 	_, _, err = selectAll(t, context.Background(), New(local, opts), metric("x"))
 	if err == nil {
 		t.Error("PartialResponse false: no error")
