@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -17,11 +18,14 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
 	promremote "github.com/prometheus/prometheus/storage/remote"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
+	"google.golang.org/grpc"
 
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/builtin"
 	"github.com/tailroot/tailroot/query/remote"
+	"github.com/tailroot/tailroot/query/remote/storepb"
 )
 
 // benchLoad is one node's data in promqltest's load syntax: 100 counters and
@@ -46,8 +50,59 @@ func benchLoad(node string, withCluster bool) string {
 	return b.String()
 }
 
+// tsdbStore serves a storage's series over the StoreAPI, chunks as the
+// TSDB holds them (XOR, native histogram): a stand-in for a Thanos
+// sidecar or Store in process, so the benchmark measures tailroot's side.
+type tsdbStore struct {
+	storepb.UnimplementedStoreServer
+	q   storage.ChunkQueryable
+	ext labels.Labels
+}
+
+func (s *tsdbStore) Series(r *storepb.SeriesRequest, srv grpc.ServerStreamingServer[storepb.SeriesResponse]) error {
+	ms := make([]*labels.Matcher, 0, len(r.Matchers))
+	for _, m := range r.Matchers {
+		t := map[storepb.LabelMatcher_Type]labels.MatchType{
+			storepb.LabelMatcher_EQ: labels.MatchEqual, storepb.LabelMatcher_NEQ: labels.MatchNotEqual,
+			storepb.LabelMatcher_RE: labels.MatchRegexp, storepb.LabelMatcher_NRE: labels.MatchNotRegexp,
+		}[m.Type]
+		lm, err := labels.NewMatcher(t, m.Name, m.Value)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, lm)
+	}
+	cq, err := s.q.ChunkQuerier(r.MinTime, r.MaxTime)
+	if err != nil {
+		return err
+	}
+	defer cq.Close()
+	set := cq.Select(srv.Context(), true, nil, ms...)
+	for set.Next() {
+		cs := set.At()
+		ps := &storepb.Series{}
+		labels.NewBuilder(cs.Labels()).Set("cluster", s.ext.Get("cluster")).Labels().Range(func(l labels.Label) {
+			ps.Labels = append(ps.Labels, &storepb.Label{Name: l.Name, Value: l.Value})
+		})
+		it := cs.Iterator(nil)
+		for it.Next() {
+			m := it.At()
+			typ := storepb.Chunk_XOR
+			if m.Chunk.Encoding() == chunkenc.EncHistogram {
+				typ = storepb.Chunk_HISTOGRAM
+			}
+			ps.Chunks = append(ps.Chunks, &storepb.AggrChunk{MinTime: m.MinTime, MaxTime: m.MaxTime, Raw: &storepb.Chunk{Type: typ, Data: m.Chunk.Bytes()}})
+		}
+		if err := srv.Send(&storepb.SeriesResponse{Result: &storepb.SeriesResponse_Series{Series: ps}}); err != nil {
+			return err
+		}
+	}
+	return set.Err()
+}
+
 // BenchmarkGlobalQuery compares a query over the global view of two nodes
-// (local TSDB + the other node through remote read over loopback HTTP)
+// (local TSDB + the other node through remote read over loopback HTTP, or
+// through the StoreAPI over loopback gRPC)
 // with the same query on one node holding all data. The ratio of the two
 // is reported in docs/benchmarks.md.
 func BenchmarkGlobalQuery(b *testing.B) {
@@ -73,6 +128,23 @@ func BenchmarkGlobalQuery(b *testing.B) {
 	opts.ExternalLabels = func() labels.Labels { return cfgA.GlobalConfig.ExternalLabels }
 	opts.Stores = func() []remote.Store { return stores }
 	global := remote.New(nodeA, opts)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	storepb.RegisterStoreServer(gs, &tsdbStore{q: nodeB, ext: cfgB.GlobalConfig.ExternalLabels})
+	go func() { _ = gs.Serve(ln) }()
+	defer gs.Stop()
+	sapi, err := remote.NewStoreAPI(remote.StoreAPIOptions{Address: ln.Addr().String()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sapi.Close()
+	sopts := opts
+	sopts.Stores = func() []remote.Store { return []remote.Store{sapi} }
+	globalStoreAPI := remote.New(nodeA, sopts)
 
 	reg, err := builtin.Registry(nil)
 	if err != nil {
@@ -111,13 +183,15 @@ func BenchmarkGlobalQuery(b *testing.B) {
 			}
 			return res.Value.String()
 		}
-		if s, g := run(single), run(global); s != g || s == "" {
-			b.Fatalf("%s: the global answer differs from the single node's:\n%s\n%s", q.name, g, s)
+		for _, g := range []storage.Queryable{global, globalStoreAPI} {
+			if s, g := run(single), run(g); s != g || s == "" {
+				b.Fatalf("%s: the global answer differs from the single node's:\n%s\n%s", q.name, g, s)
+			}
 		}
 		for _, st := range []struct {
 			name string
 			q    storage.Queryable
-		}{{"single_node", single}, {"global_2_nodes", global}} {
+		}{{"single_node", single}, {"global_2_nodes_remote_read", global}, {"global_2_nodes_storeapi", globalStoreAPI}} {
 			b.Run("query="+q.name+"/store="+st.name, func(b *testing.B) {
 				b.ReportAllocs()
 				var n int
