@@ -462,6 +462,23 @@ remote_read:
 		compareGlobal(t, nodeA, union, d, []string{"node-b"})
 	})
 
+	t.Run("replicas", func(t *testing.T) {
+		// Node b's data in two replicas (external labels cluster=b and
+		// replica=r1|r2), read by remote read from a node holding node a's
+		// data with --query.replica-label=replica: the replicas count once.
+		var rr strings.Builder
+		for _, r := range []string{"r1", "r2"} {
+			cfg := writeConfig(t, t.TempDir(), "global:\n  external_labels:\n    cluster: b\n    replica: "+r+"\n")
+			rep := Start(t, t.TempDir(), "--config.file", cfg)
+			writeSeries(t, rep, d.nodes["b"])
+			fmt.Fprintf(&rr, "  - {name: %s, url: %s/api/v1/read, read_recent: true, filter_external_labels: false}\n", r, rep.URL)
+		}
+		cfg := writeConfig(t, t.TempDir(), "global:\n  external_labels:\n    cluster: a\nremote_read:\n"+rr.String())
+		g := Start(t, t.TempDir(), "--config.file", cfg, "--query.replica-label", "replica")
+		writeSeries(t, g, d.nodes["a"])
+		compareGlobal(t, g, union, d, []string{"r1", "r2"})
+	})
+
 	var sidecars []string
 	for _, n := range []struct {
 		app *App

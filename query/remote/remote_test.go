@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 	"google.golang.org/grpc"
 
@@ -424,5 +425,23 @@ load 15s
 	}
 	if set.Next() {
 		t.Errorf("a second series: %s", set.At().Labels())
+	}
+}
+
+// Integer histograms (what remote write and the TSDB store) read as float
+// histograms after the merge, as the engine reads them.
+func TestPenaltyDedupIntegerHistograms(t *testing.T) {
+	h := &histogram.Histogram{Count: 3, ZeroCount: 1, Sum: 2, ZeroThreshold: 0.001, PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{2}}
+	a := storage.NewListSeries(labels.FromStrings("__name__", "h"), []chunks.Sample{dedupSample{t: 1000, h: h, vt: chunkenc.ValHistogram}})
+	b := storage.NewListSeries(labels.FromStrings("__name__", "h"), []chunks.Sample{dedupSample{t: 1000, h: h, vt: chunkenc.ValHistogram}})
+	it := penaltyMerge(a, b).Iterator(nil)
+	if it.Next() != chunkenc.ValHistogram {
+		t.Fatal("not a histogram")
+	}
+	if _, fh := it.AtFloatHistogram(nil); fh == nil || fh.Count != 3 {
+		t.Errorf("float histogram %v", fh)
+	}
+	if _, ih := it.AtHistogram(nil); ih == nil || ih.Count != 3 {
+		t.Errorf("histogram %v", ih)
 	}
 }
