@@ -114,10 +114,11 @@ type dedupSample struct {
 	vt    chunkenc.ValueType
 }
 
-func (s dedupSample) T() int64                      { return s.t }
-func (s dedupSample) ST() int64                     { return s.st }
-func (s dedupSample) F() float64                    { return s.f }
-func (s dedupSample) H() *histogram.Histogram       { return s.h }
+func (s dedupSample) T() int64                { return s.t }
+func (s dedupSample) ST() int64               { return s.st }
+func (s dedupSample) F() float64              { return s.f }
+func (s dedupSample) H() *histogram.Histogram { return s.h }
+
 // FH is the float histogram, converted from an integer one: iterators
 // read either kind with AtFloatHistogram.
 func (s dedupSample) FH() *histogram.FloatHistogram {
@@ -126,7 +127,7 @@ func (s dedupSample) FH() *histogram.FloatHistogram {
 	}
 	return s.fh
 }
-func (s dedupSample) Type() chunkenc.ValueType      { return s.vt }
+func (s dedupSample) Type() chunkenc.ValueType { return s.vt }
 
 func (s dedupSample) Copy() chunks.Sample {
 	c := s
