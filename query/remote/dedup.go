@@ -51,6 +51,7 @@ func penaltyMergeTwo(a, b chunkenc.Iterator) (chunks.SampleSlice, error) {
 		av, bv     = a.Next(), b.Next()
 		penA, penB int64
 		lastT      int64 = math.MinInt64
+		prev       chunkenc.Iterator
 	)
 	penalty := func(t int64) int64 {
 		if lastT == math.MinInt64 {
@@ -87,13 +88,31 @@ func penaltyMergeTwo(a, b chunkenc.Iterator) (chunks.SampleSlice, error) {
 			it, v, penA, penB = b, bv, penalty(b.AtT()), 0
 		}
 		lastT = it.AtT()
-		out = append(out, sampleAt(it, v))
+		smp := sampleAt(it, v)
+		if it != prev && prev != nil {
+			// A histogram's counter-reset hint is relative to the previous
+			// sample of its own replica; after a switch it is not known
+			// (the prometheus module's chain merge does the same).
+			smp = unknownReset(smp)
+		}
+		prev = it
+		out = append(out, smp)
 	}
+}
+
+func unknownReset(s dedupSample) dedupSample {
+	if s.h != nil && s.h.CounterResetHint != histogram.GaugeType {
+		s.h.CounterResetHint = histogram.UnknownCounterReset
+	}
+	if s.fh != nil && s.fh.CounterResetHint != histogram.GaugeType {
+		s.fh.CounterResetHint = histogram.UnknownCounterReset
+	}
+	return s
 }
 
 // sampleAt copies the iterator's current sample (iterators reuse their
 // histograms).
-func sampleAt(it chunkenc.Iterator, v chunkenc.ValueType) chunks.Sample {
+func sampleAt(it chunkenc.Iterator, v chunkenc.ValueType) dedupSample {
 	s := dedupSample{st: it.AtST(), vt: v}
 	switch v {
 	case chunkenc.ValFloat:

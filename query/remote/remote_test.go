@@ -445,3 +445,22 @@ func TestPenaltyDedupIntegerHistograms(t *testing.T) {
 		t.Errorf("histogram %v", ih)
 	}
 }
+
+func TestPenaltyDedupResetHint(t *testing.T) {
+	h := func(c uint64) *histogram.Histogram {
+		return &histogram.Histogram{Count: c, Sum: 1, CounterResetHint: histogram.NotCounterReset}
+	}
+	a := storage.NewListSeries(labels.FromStrings("__name__", "h"), []chunks.Sample{dedupSample{t: 0, h: h(5), vt: chunkenc.ValHistogram}})
+	b := storage.NewListSeries(labels.FromStrings("__name__", "h"), []chunks.Sample{dedupSample{t: 60000, h: h(2), vt: chunkenc.ValHistogram}})
+	it := penaltyMerge(a, b).Iterator(nil)
+	var hints []histogram.CounterResetHint
+	for it.Next() != chunkenc.ValNone {
+		_, got := it.AtHistogram(nil)
+		hints = append(hints, got.CounterResetHint)
+	}
+	// Replica b's 2 after replica a's 5 may be a reset: its hint must not
+	// claim otherwise.
+	if !slices.Equal(hints, []histogram.CounterResetHint{histogram.NotCounterReset, histogram.UnknownCounterReset}) {
+		t.Errorf("hints %v", hints)
+	}
+}
