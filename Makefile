@@ -76,8 +76,9 @@ lint: ## vet, staticcheck and gofumpt
 	if [ -n "$$out" ]; then echo "gofumpt wants changes in:"; echo "$$out"; exit 1; fi
 
 .PHONY: generate
-generate: ## regenerate eBPF objects (bpf2go, clang-14)
+generate: ## regenerate eBPF objects (bpf2go, clang-14) and the Thanos StoreAPI client (protoc)
 	$(GO) generate ./bpf/...
+	$(GO) generate ./query/remote/storepb
 
 .PHONY: check-generated
 check-generated: ## regenerate and fail if committed generated files differ

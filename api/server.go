@@ -25,12 +25,15 @@ import (
 	"github.com/prometheus/common/route"
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/scrape"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/notifications"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
 	"github.com/tailroot/tailroot/query"
+	remotequery "github.com/tailroot/tailroot/query/remote"
 	"github.com/tailroot/tailroot/tsdb"
 )
 
@@ -77,6 +80,14 @@ type Options struct {
 	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
 	// Prometheus.
 	CORSOrigin *regexp.Regexp
+	// Queryable is what queries (/api/v1/query, query_range) evaluate over:
+	// the global view (query/remote) of `tailroot serve`. Nil means the
+	// local TSDB. Series, label names and values and remote read always
+	// serve the local TSDB: a Thanos sidecar builds its StoreAPI from
+	// exactly these endpoints, and must not re-export other nodes' data
+	// under this node's external labels (or loop through a Thanos Query
+	// this node reads).
+	Queryable storage.Queryable
 }
 
 // Server holds the mounted handlers.
@@ -142,7 +153,11 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if opts.Targets != nil {
 		targets = opts.Targets
 	}
-	promAPI := v1.NewAPI(engine, db, db, db,
+	var qe promql.QueryEngine = engine
+	if opts.Queryable != nil {
+		qe = queryableEngine{QueryEngine: engine, q: opts.Queryable}
+	}
+	promAPI := v1.NewAPI(qe, db, db, db,
 		func(context.Context) v1.ScrapePoolsRetriever { return targets },
 		func(context.Context) v1.TargetRetriever { return targets },
 		func(context.Context) v1.AlertmanagerRetriever { return amRetriever },
@@ -207,9 +222,46 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if h.Extra != nil {
 		h.Extra(r)
 	}
-	r.PathPrefix("/api/v1/").Handler(dialect(apiRouter))
+	r.PathPrefix("/api/v1/").Handler(dialect(partialResponse(apiRouter)))
 	r.HandleFunc("/", s.landing).Methods(http.MethodGet)
 	return s
+}
+
+// queryableEngine evaluates every query over q, whatever storage the
+// caller passes: the API hands its engine the local TSDB, which its
+// series, label and remote read endpoints keep reading.
+type queryableEngine struct {
+	promql.QueryEngine
+	q storage.Queryable
+}
+
+func (e queryableEngine) NewInstantQuery(ctx context.Context, _ storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	return e.QueryEngine.NewInstantQuery(ctx, e.q, opts, qs, ts)
+}
+
+func (e queryableEngine) NewRangeQuery(ctx context.Context, _ storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+	return e.QueryEngine.NewRangeQuery(ctx, e.q, opts, qs, start, end, step)
+}
+
+// partialResponse reads Thanos' partial_response query parameter
+// (true/false) into the request's context, where the global view's stores
+// look it up; absent, the server's default holds.
+func partialResponse(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.URL.Query().Get("partial_response")
+		if v == "" && r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/x-www-form-urlencoded" {
+			v = r.FormValue("partial_response")
+		}
+		if v != "" {
+			allow, err := strconv.ParseBool(v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "bad_data", "partial_response must be true or false, got "+strconv.Quote(v))
+				return
+			}
+			r = r.WithContext(remotequery.WithPartialResponse(r.Context(), allow))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Handler returns the root handler, gzip-compressing responses for clients

@@ -7,5 +7,8 @@
 //
 // Invariants: a query the PromQL parser accepts is evaluated unchanged by the
 // upstream engine; only a query PromQL rejects and MetricsQL accepts is
-// translated, and anything else returns the PromQL parse error.
+// translated, and anything else returns the PromQL parse error. A planned
+// function's result carries the annotations of the argument queries it
+// evaluated (a remote store that failed, a histogram warning) as well as
+// its own.
 package query

@@ -41,6 +41,9 @@ type Call struct {
 	// open holds the argument queries: their results are valid until the
 	// planned function returns, when the planner closes them.
 	open []promql.Query
+	// annos collects the argument queries' annotations (a remote store
+	// that failed, a histogram warning) so the query's result reports them.
+	annos annotations.Annotations
 }
 
 func (c *Call) close() {
@@ -134,6 +137,7 @@ func (c *Call) eval(ctx context.Context, i int) (parser.Value, error) {
 	}
 	c.open = append(c.open, q)
 	res := q.Exec(ctx)
+	c.annos.Merge(res.Warnings)
 	if res.Err != nil {
 		return nil, fmt.Errorf("%s: argument %d: %w", c.Func.Name, i+1, res.Err)
 	}
@@ -254,6 +258,7 @@ func (p *plannedQuery) Exec(ctx context.Context) *promql.Result {
 			call := &Call{Func: c.Func, Args: c.Args, T: t, engine: p.e, queryable: p.q, opts: p.opts}
 			vec, a, err := p.e.reg.planned(c.Func.Name)(ctx, call)
 			annos.Merge(a)
+			annos.Merge(call.annos)
 			if err != nil {
 				call.close()
 				return &promql.Result{Err: err, Warnings: annos}

@@ -73,12 +73,6 @@ func DefaultOptions() Options {
 	}
 }
 
-// Store is what rules read from and write to.
-type Store interface {
-	storage.Queryable
-	storage.AppendableV2
-}
-
 // Ruler runs rules and sends their alerts.
 type Ruler struct {
 	opts      Options
@@ -93,8 +87,17 @@ type Ruler struct {
 	wg      sync.WaitGroup
 }
 
-// New builds a ruler; Run starts it once the first ApplyConfig succeeded.
-func New(engine promql.QueryEngine, p parser.Parser, store Store, opts Options) (*Ruler, error) {
+// Local is the server's own store: rules write their series to it, and the
+// `for` state of alerts is restored from it.
+type Local interface {
+	storage.Queryable
+	storage.AppendableV2
+}
+
+// New builds a ruler whose rules query q (the local TSDB, or the global
+// view over remote stores, as Prometheus' rules query its fanout storage)
+// and write to local; Run starts it once the first ApplyConfig succeeded.
+func New(engine promql.QueryEngine, p parser.Parser, q storage.Queryable, local Local, opts Options) (*Ruler, error) {
 	def := DefaultOptions()
 	if opts.OutageTolerance <= 0 {
 		opts.OutageTolerance = def.OutageTolerance
@@ -138,9 +141,9 @@ func New(engine promql.QueryEngine, p parser.Parser, store Store, opts Options) 
 		Registerer:      reg,
 	}, config.DefaultGlobalConfig.MetricNameValidationScheme, opts.Logger.With("component", "notifier"))
 	rm := rules.NewManager(&rules.ManagerOptions{
-		AppendableV2:    store,
-		Queryable:       store,
-		QueryFunc:       rules.EngineQueryFunc(engine, store),
+		AppendableV2:    local,
+		Queryable:       local,
+		QueryFunc:       rules.EngineQueryFunc(engine, q),
 		NotifyFunc:      rules.SendAlerts(nm, opts.ExternalURL.String()),
 		Context:         ctx,
 		ExternalURL:     opts.ExternalURL,

@@ -70,6 +70,7 @@ type serveConfig struct {
 	shutdownTimeout                      time.Duration
 	rules                                rulesFlags
 	features                             featureList
+	stores                               storesConfig
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -121,6 +122,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.Var(&c.features, "enable-feature", "comma-separated Prometheus feature names to enable (promql-experimental-functions, promql-delayed-name-removal, promql-binop-fill-modifiers, promql-unquoted-utf8-names); repeatable")
 	fs.BoolVar(&c.query.MetricsQL, "query.metricsql", false, "translate MetricsQL for every client; otherwise only for queries sent with dialect=metricsql (parameter) or X-Tailroot-Dialect: metricsql (header)")
 	blockFlags(fs, c)
+	addStoreFlags(fs, &c.stores)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -231,6 +233,12 @@ func serve(args []string) error {
 	}
 	defer engine.Close()
 
+	global, closeStores, err := c.stores.queryable(cfgHolder, db, logger.With("component", "stores"), reg)
+	if err != nil {
+		return err
+	}
+	defer closeStores()
+
 	traces := ingest.NewTraces(recs, logger.With("component", "otlp"), reg)
 	otlpMetrics := ingest.NewOTLPMetrics(db, db.Metadata, c.otlp, logger.With("component", "otlp"), reg)
 
@@ -259,7 +267,7 @@ func serve(args []string) error {
 		}
 	}()
 	evAPI := api.NewEvidence(evStore, api.EvidenceOptions{Logger: logger.With("component", "evidence"), Registerer: reg})
-	attribution := api.NewAttribution(engine, db, api.RecordsWithEvidence(recs.Store(), evAPI), api.AttributionOptions{
+	attribution := api.NewAttribution(engine, global, api.RecordsWithEvidence(recs.Store(), evAPI), api.AttributionOptions{
 		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
 		Uploader: uploader,
 		Logger:   logger.With("component", "attribution"),
@@ -268,8 +276,8 @@ func serve(args []string) error {
 		recs.Register(r)
 		evAPI.Register(r)
 		attribution.Register(r)
-		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, db, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
-		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, db)).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, global, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, global)).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
@@ -282,7 +290,7 @@ func serve(args []string) error {
 	c.rules.opts.Logger = logger.With("component", "rules")
 	c.rules.opts.Registerer = reg
 	c.rules.opts.SDMetrics = sdMetrics
-	rulesEngine, err := ruler.New(engine, engine.Parser(), db, c.rules.opts)
+	rulesEngine, err := ruler.New(engine, engine.Parser(), global, db, c.rules.opts)
 	if err != nil {
 		return err
 	}
@@ -316,6 +324,7 @@ func serve(args []string) error {
 		Targets:       scrapes.Manager(),
 		Alertmanagers: rulesEngine,
 		Reload:        reloadEndpoint,
+		Queryable:     global,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},

@@ -9,8 +9,5 @@ func unsupportedSections(cfg *config.Config) []string {
 	if len(cfg.RemoteWriteConfigs) > 0 {
 		keys = append(keys, "remote_write")
 	}
-	if len(cfg.RemoteReadConfigs) > 0 {
-		keys = append(keys, "remote_read")
-	}
 	return keys
 }
