@@ -54,10 +54,15 @@ type Options struct {
 	// Config returns the configuration in force, reported by
 	// /api/v1/status/config; nil means Prometheus' defaults.
 	Config func() *config.Config
-	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
-	// Prometheus.
+	// CORSOrigin is the regexp of origins allowed to read the API from a
+	// browser (--web.cors.origin, anchored as Prometheus anchors it); nil
+	// allows none. Prometheus defaults to ".*"; tailroot does not, so a web
+	// page a user visits cannot read their metrics unless configured.
 	CORSOrigin *regexp.Regexp
 }
+
+// noOrigin matches no Origin header: CORS off.
+var noOrigin = regexp.MustCompile(`^\b$`)
 
 // Server holds the mounted handlers.
 type Server struct {
@@ -83,7 +88,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.CORSOrigin == nil {
-		opts.CORSOrigin = regexp.MustCompile(".*")
+		opts.CORSOrigin = noOrigin
 	}
 	if opts.RemoteReadSampleLimit <= 0 {
 		opts.RemoteReadSampleLimit = 5e7

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -81,6 +82,46 @@ type appender struct {
 	res     result
 	sb      labels.ScratchBuilder
 	exs     []exemplar.Exemplar
+	dups    dupIndex
+}
+
+// dupIndex finds the earlier entries of one request for the same series.
+// The head keeps the first of a request's samples at one timestamp and
+// drops the others silently, so the handler compares them itself: a repeat
+// with the same value is dropped (a retried or merged batch), one with
+// another value is reported as a conflict, as one across requests is.
+type dupIndex struct{ m map[uint64][]dupEntry }
+
+type dupEntry struct {
+	i  int
+	ls labels.Labels
+}
+
+// earlier records entry i for ls and returns the earlier entries with the
+// same labels, usually none.
+func (d *dupIndex) earlier(ls labels.Labels, i int) []int {
+	if d.m == nil {
+		d.m = map[uint64][]dupEntry{}
+	}
+	h := ls.Hash()
+	var out []int
+	for _, e := range d.m[h] {
+		if labels.Equal(e.ls, ls) {
+			out = append(out, e.i)
+		}
+	}
+	d.m[h] = append(d.m[h], dupEntry{i: i, ls: ls})
+	return out
+}
+
+// repeated handles a float sample whose timestamp this request already
+// carried for the series, with value prev: it reports a conflict when the
+// values differ. The sample is skipped either way.
+func (a *appender) repeated(ls labels.Labels, t int64, v, prev float64) {
+	if math.Float64bits(v) == math.Float64bits(prev) {
+		return
+	}
+	a.reject("duplicate", ls, t, fmt.Errorf("%w: the request has %g and %g", storage.ErrDuplicateSampleForTimestamp, prev, v))
 }
 
 func (h *RemoteWrite) newAppender(ctx context.Context) *appender {
@@ -251,7 +292,22 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 			}
 		}
 		startRef := ref
-		for _, s := range samples {
+		earlier := a.dups.earlier(ls, i)
+	samplesV1:
+		for k, s := range samples {
+			if k > 0 && s.Timestamp == samples[k-1].Timestamp {
+				a.repeated(ls, s.Timestamp, s.Value, samples[k-1].Value)
+				continue
+			}
+			for _, j := range earlier {
+				o := req.series[j].samples
+				for _, p := range req.samples[o.from:o.to] {
+					if p.Timestamp == s.Timestamp {
+						a.repeated(ls, s.Timestamp, s.Value, p.Value)
+						continue samplesV1
+					}
+				}
+			}
 			var ok bool
 			if ref, ok = a.sample(ref, ls, 0, s.Timestamp, s.Value, nil, nil); ok {
 				a.res.samples++
@@ -372,7 +428,21 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 			}
 		}
 		startRef := ref
-		for _, s := range ts.Samples {
+		earlier := a.dups.earlier(ls, i)
+	samplesV2:
+		for k, s := range ts.Samples {
+			if k > 0 && s.Timestamp == ts.Samples[k-1].Timestamp {
+				a.repeated(ls, s.Timestamp, s.Value, ts.Samples[k-1].Value)
+				continue
+			}
+			for _, j := range earlier {
+				for _, p := range req.Timeseries[j].Samples {
+					if p.Timestamp == s.Timestamp {
+						a.repeated(ls, s.Timestamp, s.Value, p.Value)
+						continue samplesV2
+					}
+				}
+			}
 			var ok bool
 			if ref, ok = a.sample(ref, ls, s.StartTimestamp, s.Timestamp, s.Value, nil, nil); ok {
 				a.res.samples++

@@ -155,7 +155,7 @@ func (h *OTLPMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, otlpProto, http.StatusUnsupportedMediaType, err)
 		return
 	}
-	body, status, err := readBody(r, h.opts.MaxBodyBytes, h.opts.MaxDecodedBytes)
+	body, status, err := readBody(r, h.opts.MaxBodyBytes, h.opts.MaxDecodedBytes, 2)
 	if err != nil {
 		h.fail(w, f, status, err)
 		return

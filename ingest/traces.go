@@ -89,9 +89,16 @@ func (f otlpFormat) contentType() string {
 	return "application/x-protobuf"
 }
 
+// errNoContentType refuses a write without a Content-Type (415): every
+// real sender names its format, while a cross-site browser POST with no
+// type needs no CORS preflight, so accepting one lets any web page write.
+var errNoContentType = errors.New("the request has no Content-Type; writes must name their format")
+
 func parseOTLPContentType(ct string) (otlpFormat, error) {
 	if ct == "" {
-		return otlpProto, nil
+		// A browser may POST a body without a Content-Type across sites
+		// without asking first; writes need the type they really are.
+		return 0, errNoContentType
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -148,7 +155,7 @@ func (h *Traces) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := h.p.opts
-	body, status, err := readBody(r, o.MaxBodyBytes, o.MaxDecodedBytes)
+	body, status, err := readBody(r, o.MaxBodyBytes, o.MaxDecodedBytes, 2)
 	if err != nil {
 		writeOTLPError(w, f, status, err)
 		return

@@ -64,6 +64,7 @@ type serveConfig struct {
 	reportS3                             api.S3Options
 	evidence                             evidence.Options
 	shutdownTimeout                      time.Duration
+	limits                               serveLimits
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -111,11 +112,15 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	c.limitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := c.checkLimits(); err != nil {
+		return nil, fs, err
 	}
 	c.records.SeriesLabels = splitList(c.seriesLabels)
 	c.otlp.PromoteResourceAttributes = splitList(c.promoteAttrs)
@@ -259,6 +264,7 @@ func serve(args []string) error {
 		Flags:         flagsMap,
 		Retention:     c.db.Retention.String(),
 		Config:        cfgHolder.Get,
+		CORSOrigin:    c.limits.cors,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},
@@ -268,11 +274,8 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
-	}
+	httpSrv := &http.Server{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
+	ln = c.limits.limitServer(httpSrv, srv.Handler(), ln)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
