@@ -17,9 +17,9 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/tailroot/tailroot/internal/inflight"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/tailroot/tailroot/internal/inflight"
 
 	"github.com/tailroot/tailroot/tsdb/records"
 )

@@ -79,4 +79,3 @@ load 1m
 		t.Fatalf("info not capped (%d bytes): %.300s", len(infos), infos)
 	}
 }
-
