@@ -231,25 +231,7 @@ func (h *RemoteWrite) validate(ls labels.Labels) error {
 	if !ls.Has(model.MetricNameLabel) {
 		return errors.New("series has no metric name (__name__)")
 	}
-	if !ls.IsValid(model.UTF8Validation) {
-		return errors.New("invalid label name or value (must be valid UTF-8, names non-empty)")
-	}
-	if dup, ok := ls.HasDuplicateLabelNames(); ok {
-		return fmt.Errorf("duplicate label name %q", dup)
-	}
-	if n := h.opts.MaxLabelsPerSeries; n > 0 && ls.Len() > n {
-		return fmt.Errorf("series has %d labels, over the limit of %d", ls.Len(), n)
-	}
-	if n := h.opts.MaxLabelValueLength; n > 0 {
-		var err error
-		ls.Range(func(l labels.Label) {
-			if err == nil && len(l.Value) > n {
-				err = fmt.Errorf("label %q value is %d bytes, over the limit of %d", l.Name, len(l.Value), n)
-			}
-		})
-		return err
-	}
-	return nil
+	return h.rules.Labels(ls)
 }
 
 // appendV1 writes a remote write 1.0 request decoded to views.

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tailroot/tailroot/internal/inflight"
+	"github.com/tailroot/tailroot/internal/validation"
 )
 
 // Response headers of remote write 2.0 that tell the sender what was written.
@@ -48,6 +49,7 @@ type RemoteWrite struct {
 	opts   Options
 	logger *slog.Logger
 	cache  *seriesCache
+	rules  validation.Rules
 
 	bufs  sync.Pool // *[]byte, compressed and decoded bodies
 	reqs1 sync.Pool // *v1Request
@@ -71,6 +73,7 @@ func NewRemoteWrite(app storage.AppendableV2, md MetadataSink, opts Options, log
 		opts:   opts.withDefaults(),
 		logger: logger,
 		cache:  newSeriesCache(opts.SeriesCacheSize),
+		rules:  opts.Rules(),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "tailroot_remote_write_requests_total",
 			Help: "Remote write requests by protocol version and HTTP status code.",

@@ -19,8 +19,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/tailroot/tailroot/internal/inflight"
 
+	"github.com/tailroot/tailroot/internal/inflight"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tailroot/tailroot/internal/validation"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -308,8 +309,11 @@ func SpanToItem(res pcommon.Resource, sp ptrace.Span, lim RequestLimits) (Item, 
 	if start == 0 {
 		return it, true, errors.New("start time is 0")
 	}
-	if start > math.MaxInt64 || end > math.MaxInt64 {
-		return it, true, fmt.Errorf("start time %d or end time %d overflows", start, end)
+	if _, err := validation.UnixNano(uint64(start)); err != nil {
+		return it, true, fmt.Errorf("start time: %w", err)
+	}
+	if _, err := validation.UnixNano(uint64(end)); err != nil {
+		return it, true, fmt.Errorf("end time: %w", err)
 	}
 	if end < start {
 		return it, true, fmt.Errorf("non-monotonic timestamps: end %s is before start %s", fmtNS(int64(end)), fmtNS(int64(start)))

@@ -38,11 +38,22 @@ func (c *serveConfig) limitFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.readHeaderTimeout, "web.read-header-timeout", 30*time.Second, "maximum duration to read a request's headers")
 	fs.DurationVar(&l.idleTimeout, "web.idle-timeout", 5*time.Minute, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&l.maxConnections, "web.max-connections", 512, "maximum number of simultaneous connections; 0 means no limit")
+	fs.IntVar(&c.ingest.MaxLabelNameLength, "ingest.max-label-name-length", c.ingest.MaxLabelNameLength, "series and request records with a longer label name are rejected (every ingest path); 0 means no limit")
+	fs.IntVar(&c.ingest.MaxLabelValueLength, "ingest.max-label-value-length", c.ingest.MaxLabelValueLength, "series and request records with a longer label value are rejected (every ingest path); 0 means no limit")
+	fs.IntVar(&c.query.Limits.MaxLength, "query.max-length", c.query.Limits.MaxLength, "longest query accepted, in bytes (400 above); 0 means no limit")
+	fs.IntVar(&c.query.Limits.MaxSize, "query.max-size", c.query.Limits.MaxSize, "most tokens a query may have, counted before parsing and after MetricsQL WITH templates are expanded (400 above); 0 means no limit")
+	fs.IntVar(&c.query.Limits.MaxDepth, "query.max-depth", c.query.Limits.MaxDepth, "deepest nesting of a query: brackets, its syntax tree (a+b+c… is as deep as long), WITH templates in templates (400 above); 0 means no limit")
 	fs.StringVar(&l.corsOrigin, "web.cors.origin", "", "regexp of browser origins allowed to read the API (CORS), fully anchored, e.g. 'https?://(domain1|domain2)\\.com'; empty allows none")
 }
 
-// checkLimits compiles what the limit flags need once parsed.
+// checkLimits compiles what the limit flags need once parsed, and gives
+// every ingest path the label rules of remote write.
 func (c *serveConfig) checkLimits() error {
+	rules := c.ingest.Rules()
+	c.otlp.Rules = rules
+	c.records.Limits.MaxLabels = rules.MaxLabels
+	c.records.Limits.MaxLabelNameLength = rules.MaxLabelNameLength
+	c.records.Limits.MaxLabelValueLength = rules.MaxLabelValueLength
 	if c.limits.corsOrigin != "" {
 		re, err := regexp.Compile("^(?:" + c.limits.corsOrigin + ")$")
 		if err != nil {
