@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/tailroot/tailroot/internal/inflight"
+	"github.com/tailroot/tailroot/query/qlimit"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -293,7 +294,9 @@ func NewRecordJSON(r *records.Record) RecordJSON {
 	return out
 }
 
-var selectorParser = parser.NewParser(parser.Options{})
+// selectorParser reads match[] of GET /api/v1/requests, within the query
+// limits the engine applies, so a hostile selector costs no more here.
+var selectorParser = qlimit.Parser{Parser: parser.NewParser(parser.Options{}), Limits: qlimit.DefaultLimits()}
 
 // ServeQuery is GET /api/v1/requests?match[]=…&start=…&end=…&limit=…:
 // the records with start ≤ arrival ≤ end (Prometheus time formats: Unix
