@@ -9,5 +9,8 @@
 // admin operations of the Prometheus API (snapshot, delete, tombstones).
 //
 // Invariants: every acknowledged append is in the WAL before Commit returns;
-// Close flushes the head so a restart replays nothing twice.
+// Close flushes the head so a restart replays nothing twice. Metric
+// metadata is not acknowledged data: the store keeps the newest entry per
+// family, bounded, written every 10 s and at Close (metadata.go says what
+// a crash can lose).
 package tsdb
