@@ -43,6 +43,9 @@ type hostileCase struct {
 	Stall       bool `json:"stall"`
 	// StallHeaders sends half a request line and headers, then nothing.
 	StallHeaders bool `json:"stall_headers"`
+	// AbortMS makes the client give up after this long (status 0): the
+	// server must then stop the work within the idle check's second.
+	AbortMS int `json:"abort_ms"`
 }
 
 //go:embed testdata/hostile/cases.jsonl
@@ -51,8 +54,9 @@ var hostileCases []byte
 // Limits the hostile corpus runs under: the memory cap given to the
 // server, and the peak RSS (VmHWM) it must stay under over the whole
 // corpus, 16 concurrent 256 MiB gzip bombs and 127 MiB snappy bodies
-// included. The in-flight budget is 256 MiB, and the server's own heap,
-// head and buffers take the rest.
+// included. The in-flight budget is 256 MiB, --query.max-samples 5e6
+// (80 MB of points; the default 5e7 lets one query hold ~1 GB, as in
+// Prometheus), and the server's own heap, head and buffers take the rest.
 const (
 	hostileMemLimit = "384MiB"
 	hostilePeakRSS  = 1 << 30
@@ -78,7 +82,7 @@ func TestHostileCorpus(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", hostileMemLimit)
 	dir := t.TempDir()
 	a := Start(t, dir, "--web.read-timeout=3s", "--web.read-header-timeout=2s",
-		"--ingest.max-inflight-bytes=256MiB", "--query.timeout=10s", "--web.enable-admin-api")
+		"--ingest.max-inflight-bytes=256MiB", "--query.timeout=10s", "--query.max-samples=5000000", "--web.enable-admin-api")
 	pid := a.cmd.Process.Pid
 	baseline := a.goroutines(t)
 
@@ -132,6 +136,11 @@ func runHostile(t *testing.T, a *App, c hostileCase) time.Duration {
 			switch {
 			case c.Stall || c.StallHeaders:
 				code, body, err = stalled(a.Addr, c, limit+2*time.Second)
+			case c.AbortMS > 0:
+				code, body, err = send(t, a, c, time.Duration(c.AbortMS)*time.Millisecond)
+				if err != nil {
+					code, err = 0, nil // the client gave up, as it meant to
+				}
 			default:
 				code, body, err = send(t, a, c, limit+5*time.Second)
 			}

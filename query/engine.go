@@ -144,6 +144,9 @@ func (e *Engine) Close() error { return e.ng.Close() }
 
 // NewInstantQuery implements promql.QueryEngine.
 func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	if err := e.checkSubquerySteps(qs, 0); err != nil {
+		return nil, err
+	}
 	if expr, calls, err := e.plan(qs); err != nil {
 		return nil, err
 	} else if calls != nil {
@@ -160,6 +163,9 @@ func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts 
 	if !ok {
 		return nil, err
 	}
+	if err := e.checkSubquerySteps(translated, 0); err != nil {
+		return nil, err
+	}
 	qry, terr := e.ng.NewInstantQuery(ctx, q, opts, translated, ts)
 	if terr != nil {
 		return nil, err
@@ -169,6 +175,9 @@ func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts 
 
 // NewRangeQuery implements promql.QueryEngine.
 func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+	if err := e.checkSubquerySteps(qs, end.Sub(start)); err != nil {
+		return nil, err
+	}
 	if expr, calls, err := e.plan(qs); err != nil {
 		return nil, err
 	} else if calls != nil {
@@ -189,6 +198,9 @@ func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts pr
 		return nil, lerr
 	}
 	if !ok {
+		return nil, err
+	}
+	if err := e.checkSubquerySteps(translated, end.Sub(start)); err != nil {
 		return nil, err
 	}
 	qry, terr := e.ng.NewRangeQuery(ctx, q, opts, translated, start, end, step)

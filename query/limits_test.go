@@ -79,3 +79,39 @@ load 1m
 		t.Fatalf("info not capped (%d bytes): %.300s", len(infos), infos)
 	}
 }
+
+func TestSubqueryStepsLimit(t *testing.T) {
+	st := promqltest.LoadedStorage(t, "load 1m\n  x 1 2 3\n")
+	o := DefaultOptions()
+	o.MaxSamples = 1000
+	ng, err := New(o, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ng.Close()
+	for _, tc := range []struct {
+		q       string
+		rangeQ  bool
+		refused bool
+	}{
+		{"sum_over_time(vector(1)[1d:1ms])", false, true},
+		{"sum_over_time(x[16h:1m])", false, false}, // 960 steps
+		{"sum_over_time(x[17h:1m])", false, true},  // 1020 steps
+		{"sum_over_time(x[10h:1m])", true, true},   // 600 steps + a 10 h range = 1200
+		{"max_over_time(sum_over_time(x[5h:1m])[5h:1m])", false, false},
+		{"max_over_time(sum_over_time(x[10h:1m])[10h:1m])", false, true}, // the inner one spans 20 h
+		{"sum_over_time(x[1000h])", false, false},                        // a range selector holds samples, not steps
+		{"WITH (v = vector(1)) sum_over_time(v[1d:1ms])", false, true},   // the MetricsQL translation too
+	} {
+		var err error
+		if tc.rangeQ {
+			_, err = ng.NewRangeQuery(context.Background(), st, nil, tc.q, time.Unix(0, 0), time.Unix(36000, 0), time.Minute)
+		} else {
+			_, err = ng.NewInstantQuery(context.Background(), st, nil, tc.q, time.Unix(120, 0))
+		}
+		var le *qlimit.Error
+		if got := errors.As(err, &le) && le.Limit == "query.max-samples"; got != tc.refused {
+			t.Errorf("%s (range %v): err = %v, want refused %v", tc.q, tc.rangeQ, err, tc.refused)
+		}
+	}
+}
