@@ -118,10 +118,11 @@ func runHostile(t *testing.T, a *App, c hostileCase) time.Duration {
 	n := max(c.Concurrency, 1)
 	limit := time.Duration(c.LimitMS) * time.Millisecond
 	type answer struct {
-		code int
-		body string
-		took time.Duration
-		err  error
+		code       int
+		body       string
+		retryAfter bool
+		took       time.Duration
+		err        error
 	}
 	answers := make([]answer, n)
 	var wg sync.WaitGroup
@@ -133,18 +134,19 @@ func runHostile(t *testing.T, a *App, c hostileCase) time.Duration {
 			var code int
 			var body string
 			var err error
+			var ra bool
 			switch {
 			case c.Stall || c.StallHeaders:
 				code, body, err = stalled(a.Addr, c, limit+2*time.Second)
 			case c.AbortMS > 0:
-				code, body, err = send(t, a, c, time.Duration(c.AbortMS)*time.Millisecond)
+				code, body, ra, err = send(t, a, c, time.Duration(c.AbortMS)*time.Millisecond)
 				if err != nil {
 					code, err = 0, nil // the client gave up, as it meant to
 				}
 			default:
-				code, body, err = send(t, a, c, limit+5*time.Second)
+				code, body, ra, err = send(t, a, c, limit+5*time.Second)
 			}
-			answers[i] = answer{code, body, time.Since(start), err}
+			answers[i] = answer{code, body, ra, time.Since(start), err}
 		}()
 	}
 	wg.Wait()
@@ -161,8 +163,8 @@ func runHostile(t *testing.T, a *App, c hostileCase) time.Duration {
 		if ans.code >= 500 && ans.code != http.StatusServiceUnavailable {
 			t.Errorf("request %d: %d for a client error", i, ans.code)
 		}
-		if ans.code == http.StatusServiceUnavailable && !strings.Contains(ans.body, "ingest.max-") {
-			t.Errorf("request %d: 503 that names no limit: %.300s", i, ans.body)
+		if ans.code == http.StatusServiceUnavailable && (!strings.Contains(ans.body, "ingest.max-") || !ans.retryAfter) {
+			t.Errorf("request %d: 503 that names no limit or has no Retry-After (%v): %.300s", i, ans.retryAfter, ans.body)
 		}
 		if c.WantBody != "" && ans.code != http.StatusServiceUnavailable && !strings.Contains(ans.body, c.WantBody) {
 			t.Errorf("request %d: answer does not say %q: %.300s", i, c.WantBody, ans.body)
@@ -174,7 +176,7 @@ func runHostile(t *testing.T, a *App, c hostileCase) time.Duration {
 	return slowest
 }
 
-func send(t *testing.T, a *App, c hostileCase, timeout time.Duration) (int, string, error) {
+func send(t *testing.T, a *App, c hostileCase, timeout time.Duration) (code int, body string, retryAfter bool, err error) {
 	params := url.Values{}
 	for k, v := range c.Params {
 		params.Set(k, v)
@@ -183,23 +185,23 @@ func send(t *testing.T, a *App, c hostileCase, timeout time.Duration) (int, stri
 		params.Set(c.GenParam.Name, string(c.GenParam.gen.bytes(t)))
 	}
 	u := a.URL + c.Path
-	var body io.Reader
+	var reqBody io.Reader
 	ct := ""
 	switch {
 	case c.Body != nil:
-		body = bytes.NewReader(c.Body.bytes(t))
+		reqBody = bytes.NewReader(c.Body.bytes(t))
 		if len(params) > 0 {
 			u += "?" + params.Encode()
 		}
 	case c.Method == http.MethodPost:
-		body = strings.NewReader(params.Encode())
+		reqBody = strings.NewReader(params.Encode())
 		ct = "application/x-www-form-urlencoded"
 	case len(params) > 0:
 		u += "?" + params.Encode()
 	}
-	req, err := http.NewRequest(c.Method, u, body)
+	req, err := http.NewRequest(c.Method, u, reqBody)
 	if err != nil {
-		return 0, "", err
+		return 0, "", false, err
 	}
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
@@ -212,11 +214,11 @@ func send(t *testing.T, a *App, c hostileCase, timeout time.Duration) (int, stri
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", false, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b), err
+	return resp.StatusCode, string(b), resp.Header.Get("Retry-After") != "", err
 }
 
 // stalled opens a connection, sends the headers (with a Content-Length it

@@ -195,6 +195,7 @@ func (h *RemoteWrite) fail(w http.ResponseWriter, version string, status int, er
 	} else {
 		h.logger.Debug("remote write rejected", "status", status, "err", err)
 	}
+	retryAfter(w, status)
 	http.Error(w, err.Error(), status)
 }
 

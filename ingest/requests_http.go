@@ -48,6 +48,7 @@ func writeEnvelope(w http.ResponseWriter, code int, env apiEnvelope) {
 }
 
 func writeAPIError(w http.ResponseWriter, code int, typ string, err error) {
+	retryAfter(w, code)
 	writeEnvelope(w, code, apiEnvelope{Status: "error", ErrorType: typ, Error: err.Error()})
 }
 
@@ -220,6 +221,14 @@ func readBody(r *http.Request, maxBody, maxDecoded int64, decodeFactor int64) ([
 		return nil, readStatus(err), fmt.Errorf("decode body of %d bytes: %w", len(out), err)
 	}
 	return out, 0, nil
+}
+
+// retryAfter tells the sender of a 503 when to try again: the in-flight
+// limits and a failed store both clear by themselves.
+func retryAfter(w http.ResponseWriter, code int) {
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", inflight.RetryAfter)
+	}
 }
 
 // readStatus is 400 for a body that does not read or decode, or the

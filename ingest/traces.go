@@ -117,6 +117,7 @@ func parseOTLPContentType(ct string) (otlpFormat, error) {
 // writeOTLPError answers with a google.rpc.Status in the request's
 // encoding, as OTLP/HTTP asks.
 func writeOTLPError(w http.ResponseWriter, f otlpFormat, code int, err error) {
+	retryAfter(w, code)
 	st := &statuspb.Status{Code: grpcCode(code), Message: err.Error()}
 	var body []byte
 	if f == otlpJSON {
