@@ -1,6 +1,7 @@
 // Package validation holds the label and timestamp rules that every ingest
-// path applies: remote write 1.0 and 2.0, OTLP metrics and traces, and
-// request records. One set of rules, one set of numbers (the serve flags
+// path applies: remote write 1.0 and 2.0, OTLP metrics and traces, request
+// records, and the label-like fields of evidence (node, comm, probe, …,
+// with the evidence store's own length). One set of rules, one set of numbers (the serve flags
 // --ingest.max-labels-per-series, --ingest.max-label-name-length,
 // --ingest.max-label-value-length), so a series or record refused on one
 // path is refused on every other, with the same words.
