@@ -54,6 +54,8 @@ type RemoteWrite struct {
 	bufs  sync.Pool // *[]byte, compressed and decoded bodies
 	reqs1 sync.Pool // *v1Request
 	reqs2 sync.Pool // *writev2.Request
+	// dupPool holds *dupIndex, the per-request index of repeated series.
+	dupPool sync.Pool
 
 	requests *prometheus.CounterVec
 	written  *prometheus.CounterVec
