@@ -176,3 +176,20 @@ func BenchmarkCheck40KB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFormatAtDepthLimit is what format_query costs for the deepest
+// expression the default limits let through: a chain of 127 operators
+// (depth 128). Printing is quadratic in depth upstream, so this is the
+// bound the depth limit buys.
+func BenchmarkFormatAtDepthLimit(b *testing.B) {
+	p := Parser{Parser: parser.NewParser(parser.Options{}), Limits: DefaultLimits()}
+	q := strings.Repeat("a+", 127) + "a"
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := p.ParseExpr(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = e.Pretty(0)
+	}
+}
