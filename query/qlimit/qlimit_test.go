@@ -91,6 +91,14 @@ func TestCheckExpansion(t *testing.T) {
 	}
 	checkLimit(t, CheckExpansion(q, l), "query.max-size")
 
+	// The same doubling through nested WITH keywords instead of a list:
+	// q0 = m, qN = WITH (t = (qN-1)) t + t.
+	nq := "m"
+	for range 22 {
+		nq = "WITH (t = (" + nq + ")) t + t"
+	}
+	checkLimit(t, CheckExpansion(nq, l), "query.max-size")
+
 	// Function templates multiply too: f(f(f(…))) with f(x) = x + x.
 	fq := "WITH (f(x) = x + x) " + strings.Repeat("f(", 30) + "m" + strings.Repeat(")", 30)
 	checkLimit(t, CheckExpansion(fq, l), "query.max-size")
