@@ -81,8 +81,10 @@ func TestHostileCorpus(t *testing.T) {
 	}
 	t.Setenv("GOMEMLIMIT", hostileMemLimit)
 	dir := t.TempDir()
-	flags := []string{"--web.read-timeout=3s", "--web.read-header-timeout=2s",
-		"--ingest.max-inflight-bytes=256MiB", "--query.timeout=10s", "--query.max-samples=5000000", "--web.enable-admin-api"}
+	flags := []string{
+		"--web.read-timeout=3s", "--web.read-header-timeout=2s",
+		"--ingest.max-inflight-bytes=256MiB", "--query.timeout=10s", "--query.max-samples=5000000", "--web.enable-admin-api",
+	}
 	// TAILROOT_HOSTILE_FLAGS adds flags, e.g. to see the corpus fail with a
 	// limit turned off (--query.max-size=0).
 	flags = append(flags, strings.Fields(os.Getenv("TAILROOT_HOSTILE_FLAGS"))...)

@@ -35,8 +35,10 @@ func (e *Engine) checkSubquerySteps(qs string, outer time.Duration) error {
 			}
 			window += sq.Range
 			if steps := int64(window / step); steps > int64(e.opts.MaxSamples) {
-				return &qlimit.Error{Limit: "query.max-samples", Value: e.opts.MaxSamples, Got: int(min(steps, 1<<62)),
-					What: fmt.Sprintf("subquery [%s:%s] steps (each step holds a sample per series)", sq.Range, step)}
+				return &qlimit.Error{
+					Limit: "query.max-samples", Value: e.opts.MaxSamples, Got: int(min(steps, 1<<62)),
+					What: fmt.Sprintf("subquery [%s:%s] steps (each step holds a sample per series)", sq.Range, step),
+				}
 			}
 		}
 		for _, c := range parser.Children(n) {

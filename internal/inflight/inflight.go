@@ -111,14 +111,18 @@ func (s *Lease) Grow(n int64) error {
 	l := s.l
 	max := l.opts.MaxBytes
 	if s.held+n > max {
-		return &Error{Limit: "ingest.max-inflight-bytes", Value: units.Base2Bytes(max).String(), Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("request needs more than %d bytes of body buffers", s.held+n)}
+		return &Error{
+			Limit: "ingest.max-inflight-bytes", Value: units.Base2Bytes(max).String(), Status: http.StatusRequestEntityTooLarge,
+			Detail: fmt.Sprintf("request needs more than %d bytes of body buffers", s.held+n),
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.used+n > max {
-		return &Error{Limit: "ingest.max-inflight-bytes", Value: units.Base2Bytes(max).String(), Status: http.StatusServiceUnavailable,
-			Detail: fmt.Sprintf("write requests in flight hold %d bytes, %d more do not fit", l.used, n)}
+		return &Error{
+			Limit: "ingest.max-inflight-bytes", Value: units.Base2Bytes(max).String(), Status: http.StatusServiceUnavailable,
+			Detail: fmt.Sprintf("write requests in flight hold %d bytes, %d more do not fit", l.used, n),
+		}
 	}
 	l.used += n
 	s.held += n
@@ -174,8 +178,10 @@ func (l *Limiter) acquire(ctx context.Context) error {
 		return nil
 	default:
 	}
-	refused := &Error{Limit: "ingest.max-concurrent", Value: strconv.Itoa(l.opts.MaxConcurrent), Status: http.StatusServiceUnavailable,
-		Detail: fmt.Sprintf("write requests in flight waited %s for a slot", l.opts.MaxWait)}
+	refused := &Error{
+		Limit: "ingest.max-concurrent", Value: strconv.Itoa(l.opts.MaxConcurrent), Status: http.StatusServiceUnavailable,
+		Detail: fmt.Sprintf("write requests in flight waited %s for a slot", l.opts.MaxWait),
+	}
 	if l.opts.MaxWait <= 0 {
 		return refused
 	}
