@@ -69,6 +69,8 @@ type Agent struct {
 	m    *metrics
 	q    *queue.Queue
 	ship *remote.Shipper
+	// http is the client of every push to the server (remote write, evidence).
+	http *http.Client
 
 	sched   []Scheduled
 	runners []collect.Runner
@@ -115,10 +117,17 @@ func New(opts Options) (*Agent, error) {
 	if st := a.q.Stats(); st.Pending > 0 {
 		log.Info("queue: resuming with unsent requests from a previous run", "records", st.Pending, "bytes", st.PendingBytes)
 	}
+	httpClient, err := cfg.Server.HTTPClient()
+	if err != nil {
+		a.q.Close()
+		return nil, err
+	}
+	a.http = httpClient
 	client, err := remote.NewClient(remote.Options{
 		URL:     strings.TrimSuffix(cfg.Server.URL, "/") + "/api/v1/write",
 		Timeout: cfg.Server.Timeout.D(), Headers: cfg.Server.Headers,
 		Username: cfg.Server.Username, Password: password(cfg.Server.PasswordFile, log),
+		HTTP: httpClient,
 	})
 	if err != nil {
 		a.q.Close()
@@ -199,7 +208,7 @@ func (a *Agent) openEBPF() {
 		Selector: sel, RescanInterval: a.cfg.Procs.RescanInterval.D(), Logger: a.log,
 	}
 	if a.cfg.Evidence.On() {
-		a.evClient = &evidence.Client{URL: a.cfg.Evidence.URL, Headers: a.cfg.Server.Headers}
+		a.evClient = &evidence.Client{URL: a.cfg.Evidence.URL, Headers: a.cfg.Server.Headers, HTTP: a.http}
 		if opts.CUDA {
 			clock, err := bpf.NewClock()
 			if err == nil {

@@ -5,4 +5,11 @@
 // In: HTTP requests. Out: responses in the Prometheus JSON envelope
 // ({"status":…,"data":…} or {"status":"error","errorType":…,"error":…}),
 // gzip-compressed when the client accepts it.
+//
+// CORS is off unless Options.CORSOrigin allows origins (--web.cors.origin):
+// a web page a user visits cannot read the API. Every query string is
+// parsed through the engine's limited parser (query/qlimit), so
+// format_query, parse_query, series matchers and the attribution selectors
+// refuse over-long, over-large or over-deep expressions before parsing
+// them.
 package api

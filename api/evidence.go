@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/tailroot/tailroot/internal/inflight"
 	"github.com/tailroot/tailroot/tsdb/evidence"
 )
 
@@ -98,7 +99,9 @@ const maxErrorsShown = 10
 // answer is then 400 naming the bad ones (the agent drops a refused batch,
 // and its good items are already kept).
 func (e *Evidence) push(w http.ResponseWriter, r *http.Request) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+	// No Content-Type is refused as well: a cross-site browser POST
+	// without one needs no CORS preflight.
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Sprintf("Content-Type %q: want application/json", ct))
 		return
 	}
@@ -111,6 +114,13 @@ func (e *Evidence) push(w http.ResponseWriter, r *http.Request) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeError(w, http.StatusRequestEntityTooLarge, "bad_data", fmt.Sprintf("evidence body over %d bytes", e.opts.MaxBodyBytes))
+			return
+		}
+		if status, ok := inflight.StatusOf(err); ok {
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", inflight.RetryAfter)
+			}
+			writeError(w, status, "bad_data", "read evidence body: "+err.Error())
 			return
 		}
 		writeError(w, http.StatusBadRequest, "bad_data", "read evidence body: "+err.Error())

@@ -230,6 +230,7 @@ func TestEvidencePushRejectsNamingItems(t *testing.T) {
 		{"no array", `{"node":"n"}`, "application/json", 400, `no "evidence" array`},
 		{"too large", evBatch(strings.Repeat(evStack(1, "a", 150, 0.1, "f")+",", 40) + evStack(1, "a", 150, 0.1, "f")), "application/json", 413, "over 4096 bytes"},
 		{"wrong type", evBatch(), "text/plain", 415, `Content-Type "text/plain"`},
+		{"no type: a cross-site browser POST", evBatch(), "", 415, `Content-Type "": want application/json`},
 		{"from the future", evBatch(evStack(1, "a", 300+3601, 0.1, "f")), "application/json", 400, "after 1970-01-01T01:05:00Z"},
 	} {
 		code, env := e.post(t, c.body, c.ctype)
@@ -393,6 +394,7 @@ func FuzzEvidencePush(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		before := e.store.Stats().Items
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/evidence", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		var env struct {

@@ -22,6 +22,7 @@ import (
 	"github.com/tailroot/tailroot/attribution/causal"
 	"github.com/tailroot/tailroot/attribution/rca"
 	"github.com/tailroot/tailroot/query/causalfn"
+	"github.com/tailroot/tailroot/query/qlimit"
 )
 
 // RootCauseOptions configures the root-cause endpoint. Zero values select
@@ -351,7 +352,8 @@ func rcIsMetricName(n string) bool { return n == model.MetricNameLabel }
 // rcFamily is the metric family expr selects when it selects one
 // (histogram suffixes removed), else "".
 func rcFamily(expr string) string {
-	e, err := parser.NewParser(parser.Options{EnableExperimentalFunctions: true}).ParseExpr(expr)
+	p := qlimit.Parser{Parser: parser.NewParser(parser.Options{EnableExperimentalFunctions: true}), Limits: qlimit.DefaultLimits()}
+	e, err := p.ParseExpr(expr)
 	if err != nil {
 		return ""
 	}

@@ -77,8 +77,10 @@ type Options struct {
 	// Reload, when set, is called by POST/PUT /-/reload (Prometheus'
 	// --web.enable-lifecycle); nil leaves the endpoint unrouted.
 	Reload func() error
-	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
-	// Prometheus.
+	// CORSOrigin is the regexp of origins allowed to read the API from a
+	// browser (--web.cors.origin, anchored as Prometheus anchors it); nil
+	// allows none. Prometheus defaults to ".*"; tailroot does not, so a web
+	// page a user visits cannot read their metrics unless configured.
 	CORSOrigin *regexp.Regexp
 	// Queryable is what queries (/api/v1/query, query_range) evaluate over:
 	// the global view (query/remote) of `tailroot serve`. Nil means the
@@ -89,6 +91,9 @@ type Options struct {
 	// this node reads).
 	Queryable storage.Queryable
 }
+
+// noOrigin matches no Origin header: CORS off.
+var noOrigin = regexp.MustCompile(`^\b$`)
 
 // Server holds the mounted handlers.
 type Server struct {
@@ -114,7 +119,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.CORSOrigin == nil {
-		opts.CORSOrigin = regexp.MustCompile(".*")
+		opts.CORSOrigin = noOrigin
 	}
 	if opts.RemoteReadSampleLimit <= 0 {
 		opts.RemoteReadSampleLimit = 5e7

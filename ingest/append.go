@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -81,22 +82,93 @@ type appender struct {
 	res     result
 	sb      labels.ScratchBuilder
 	exs     []exemplar.Exemplar
+	dups    *dupIndex
 }
 
-func (h *RemoteWrite) newAppender(ctx context.Context) *appender {
+// dupIndex finds the earlier entries of one request for the same series.
+// The head keeps the first of a request's samples at one timestamp and
+// drops the others silently, so the handler compares them itself: a repeat
+// with the same value is dropped (a retried or merged batch), one with
+// another value is reported as a conflict, as one across requests is.
+//
+// It is pooled by the handler and keyed by the hash the series cache
+// already computes, so a request without repeats costs one map insert per
+// series and no allocation once warm.
+type dupIndex struct {
+	last map[uint64]int32 // series key → newest entry with that key
+	prev []int32          // entry → earlier entry with the same key, or -1
+	ls   []labels.Labels  // entry → its labels, for entries recorded
+	out  []int
+}
+
+// reset prepares the index for a request of n entries.
+func (d *dupIndex) reset(n int) {
+	if d.last == nil {
+		d.last = make(map[uint64]int32, n)
+	}
+	clear(d.last)
+	d.prev = slices.Grow(d.prev[:0], n)[:n]
+	d.ls = slices.Grow(d.ls[:0], n)[:n]
+}
+
+// earlier records entry i, whose labels are ls and series key key, and
+// returns the earlier entries with the same labels, usually none. The
+// result is valid until the next call.
+func (d *dupIndex) earlier(key uint64, ls labels.Labels, i int) []int {
+	d.out = d.out[:0]
+	p, ok := d.last[key]
+	if !ok {
+		p = -1
+	}
+	for j := p; j >= 0; j = d.prev[j] {
+		if labels.Equal(d.ls[j], ls) {
+			d.out = append(d.out, int(j))
+		}
+	}
+	d.prev[i] = p
+	d.ls[i] = ls
+	d.last[key] = int32(i)
+	return d.out
+}
+
+// release drops the labels the index holds, so a pooled index keeps none
+// of a request alive.
+func (d *dupIndex) release() {
+	clear(d.ls)
+}
+
+// repeated handles a float sample whose timestamp this request already
+// carried for the series, with value prev: it reports a conflict when the
+// values differ. The sample is skipped either way.
+func (a *appender) repeated(ls labels.Labels, t int64, v, prev float64) {
+	if math.Float64bits(v) == math.Float64bits(prev) {
+		return
+	}
+	a.reject("duplicate", ls, t, fmt.Errorf("%w: the request has %g and %g", storage.ErrDuplicateSampleForTimestamp, prev, v))
+}
+
+func (h *RemoteWrite) newAppender(ctx context.Context, entries int) *appender {
 	app := h.app.AppenderV2(ctx)
 	ex, _ := app.(storage.ExemplarAppenderV2)
+	d, _ := h.dupPool.Get().(*dupIndex)
+	if d == nil {
+		d = &dupIndex{}
+	}
+	d.reset(entries)
 	return &appender{
 		h:       h,
 		app:     app,
 		exApp:   ex,
 		maxTime: timestamp.FromTime(time.Now().Add(h.opts.MaxFutureSkew)),
 		sb:      labels.NewScratchBuilder(16),
+		dups:    d,
 	}
 }
 
 // finish commits (or, after a store failure, rolls back) and returns the result.
 func (a *appender) finish() result {
+	a.dups.release()
+	a.h.dupPool.Put(a.dups)
 	if a.res.fatal != nil {
 		_ = a.app.Rollback()
 		a.res.samples, a.res.histograms, a.res.exemplars = 0, 0, 0
@@ -190,30 +262,12 @@ func (h *RemoteWrite) validate(ls labels.Labels) error {
 	if !ls.Has(model.MetricNameLabel) {
 		return errors.New("series has no metric name (__name__)")
 	}
-	if !ls.IsValid(model.UTF8Validation) {
-		return errors.New("invalid label name or value (must be valid UTF-8, names non-empty)")
-	}
-	if dup, ok := ls.HasDuplicateLabelNames(); ok {
-		return fmt.Errorf("duplicate label name %q", dup)
-	}
-	if n := h.opts.MaxLabelsPerSeries; n > 0 && ls.Len() > n {
-		return fmt.Errorf("series has %d labels, over the limit of %d", ls.Len(), n)
-	}
-	if n := h.opts.MaxLabelValueLength; n > 0 {
-		var err error
-		ls.Range(func(l labels.Label) {
-			if err == nil && len(l.Value) > n {
-				err = fmt.Errorf("label %q value is %d bytes, over the limit of %d", l.Name, len(l.Value), n)
-			}
-		})
-		return err
-	}
-	return nil
+	return h.rules.Labels(ls)
 }
 
 // appendV1 writes a remote write 1.0 request decoded to views.
 func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
-	a := h.newAppender(ctx)
+	a := h.newAppender(ctx, len(req.series))
 	for i := range req.series {
 		s := &req.series[i]
 		pairs := req.pairs[s.pairs.from:s.pairs.to]
@@ -237,6 +291,9 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 				hit = false
 			}
 		}
+		if h.cache == nil {
+			key = seriesKeyBytes(pairs)
+		}
 		if !hit {
 			a.sb.Reset()
 			for _, p := range pairs {
@@ -251,7 +308,22 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 			}
 		}
 		startRef := ref
-		for _, s := range samples {
+		earlier := a.dups.earlier(key, ls, i)
+	samplesV1:
+		for k, s := range samples {
+			if k > 0 && s.Timestamp == samples[k-1].Timestamp {
+				a.repeated(ls, s.Timestamp, s.Value, samples[k-1].Value)
+				continue
+			}
+			for _, j := range earlier {
+				o := req.series[j].samples
+				for _, p := range req.samples[o.from:o.to] {
+					if p.Timestamp == s.Timestamp {
+						a.repeated(ls, s.Timestamp, s.Value, p.Value)
+						continue samplesV1
+					}
+				}
+			}
 			var ok bool
 			if ref, ok = a.sample(ref, ls, 0, s.Timestamp, s.Value, nil, nil); ok {
 				a.res.samples++
@@ -301,7 +373,7 @@ func (h *RemoteWrite) appendV1(ctx context.Context, req *v1Request) result {
 
 // appendV2 writes a remote write 2.0 request.
 func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result {
-	a := h.newAppender(ctx)
+	a := h.newAppender(ctx, len(req.Timeseries))
 	syms := req.Symbols
 	var symHash []uint64
 	if h.cache != nil {
@@ -375,7 +447,24 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 			}
 		}
 		startRef := ref
-		for _, s := range ts.Samples {
+		if h.cache == nil {
+			key = ls.Hash()
+		}
+		earlier := a.dups.earlier(key, ls, i)
+	samplesV2:
+		for k, s := range ts.Samples {
+			if k > 0 && s.Timestamp == ts.Samples[k-1].Timestamp {
+				a.repeated(ls, s.Timestamp, s.Value, ts.Samples[k-1].Value)
+				continue
+			}
+			for _, j := range earlier {
+				for _, p := range req.Timeseries[j].Samples {
+					if p.Timestamp == s.Timestamp {
+						a.repeated(ls, s.Timestamp, s.Value, p.Value)
+						continue samplesV2
+					}
+				}
+			}
 			var ok bool
 			if ref, ok = a.sample(ref, ls, s.StartTimestamp, s.Timestamp, s.Value, nil, nil); ok {
 				a.res.samples++

@@ -19,5 +19,13 @@
 // bad item is reported (4xx naming it) while the good items of the same
 // request are kept; decoding finishes before the first append, so a
 // malformed body changes nothing; a crash never counts a record twice in
-// the derived series.
+// the derived series. Every path applies the same label and timestamp
+// rules (internal/validation: label count, name and value length, UTF-8,
+// timestamps within int64); OTLP points are checked before translation, so
+// a hostile point costs no translator time. Decoded bodies are leased from
+// the in-flight budget (internal/inflight) before they are allocated, so
+// gzip and snappy bombs are refused (413, or 503 with Retry-After) rather
+// than allocated. Writes without their real Content-Type are refused (415):
+// a cross-site browser POST can send none or text/plain without a CORS
+// preflight.
 package ingest

@@ -1,6 +1,10 @@
 package ingest
 
-import "time"
+import (
+	"time"
+
+	"github.com/tailroot/tailroot/internal/validation"
+)
 
 // Options bounds what one write request may carry. Zero means "no limit"
 // for every count limit; DefaultOptions gives the limits tailroot serves with.
@@ -20,6 +24,9 @@ type Options struct {
 	// MaxLabelValueLength rejects series with a longer label value. Zero
 	// means no limit.
 	MaxLabelValueLength int
+	// MaxLabelNameLength rejects series with a longer label name. Zero
+	// means no limit.
+	MaxLabelNameLength int
 	// MaxFutureSkew rejects samples further than this ahead of the server
 	// clock. Zero means 10 minutes, as in Prometheus.
 	MaxFutureSkew time.Duration
@@ -36,8 +43,19 @@ func DefaultOptions() Options {
 		MaxSeriesPerRequest: 0,
 		MaxLabelsPerSeries:  64,
 		MaxLabelValueLength: 4096,
+		MaxLabelNameLength:  1024,
 		MaxFutureSkew:       10 * time.Minute,
 		SeriesCacheSize:     1 << 20,
+	}
+}
+
+// Rules are the label rules of Options, which every ingest path shares
+// (see internal/validation).
+func (o Options) Rules() validation.Rules {
+	return validation.Rules{
+		MaxLabels:           o.MaxLabelsPerSeries,
+		MaxLabelNameLength:  o.MaxLabelNameLength,
+		MaxLabelValueLength: o.MaxLabelValueLength,
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	promotlp "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+
+	"github.com/tailroot/tailroot/internal/validation"
 )
 
 // OTLPOptions configure the OTLP metrics handler. Zero values mean the
@@ -55,6 +57,10 @@ type OTLPOptions struct {
 	// MaxFutureSkew rejects samples further ahead of the server clock.
 	// Zero means 10 minutes.
 	MaxFutureSkew time.Duration
+	// Rules are the label rules every ingest path shares; the zero value
+	// checks only UTF-8 and empty names. `tailroot serve` passes the remote
+	// write limits (Options.Rules).
+	Rules validation.Rules
 }
 
 func (o OTLPOptions) withDefaults() OTLPOptions {
@@ -157,7 +163,7 @@ func (h *OTLPMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, otlpProto, http.StatusUnsupportedMediaType, err)
 		return
 	}
-	body, status, err := readBody(r, h.opts.MaxBodyBytes, h.opts.MaxDecodedBytes)
+	body, status, err := readBody(r, h.opts.MaxBodyBytes, h.opts.MaxDecodedBytes, 2)
 	if err != nil {
 		h.fail(w, f, status, err)
 		return
@@ -177,12 +183,15 @@ func (h *OTLPMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, http.StatusRequestEntityTooLarge, fmt.Errorf("request has %d data points, over the limit of %d", n, h.opts.MaxDataPoints))
 		return
 	}
+	var pre badList
+	h.checkOTLP(md, &pre)
 
 	app := &otlpAppender{
 		AppenderV2: h.app.AppenderV2(r.Context()),
 		h:          h,
 		maxTime:    timestamp.FromTime(time.Now().Add(h.opts.MaxFutureSkew)),
 		families:   map[string]bool{},
+		bad:        pre,
 	}
 	conv := h.converters.Get().(*promotlp.PrometheusConverter)
 	conv.Reset(app)
@@ -280,6 +289,10 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, st, t int
 	}
 	if t > a.maxTime {
 		a.reject("too_far_in_future", ls, t, fmt.Errorf("timestamp is more than %s ahead of the server clock", a.h.opts.MaxFutureSkew))
+		return 0, nil
+	}
+	if err := a.h.opts.Rules.Labels(ls); err != nil {
+		a.reject("invalid_labels", ls, t, otlpLabelsError(err))
 		return 0, nil
 	}
 	if a.h.md != nil && opts.MetricFamilyName != "" && !a.families[opts.MetricFamilyName] {

@@ -208,7 +208,7 @@ func TestOTLPMetrics(t *testing.T) {
 		ct   string
 		body string
 		code int
-	}{{"application/x-protobuf", "\xff\xff", 400}, {"application/json", "[", 400}, {"text/plain", "", 415}} {
+	}{{"application/x-protobuf", "\xff\xff", 400}, {"application/json", "[", 400}, {"text/plain", "", 415}, {"", "", 415}} {
 		if w := postOTLP(t, h, "/api/v1/otlp/v1/metrics", c.ct, false, []byte(c.body)); w.Code != c.code {
 			t.Errorf("%s %q: %d, want %d", c.ct, c.body, w.Code, c.code)
 		}

@@ -16,6 +16,9 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tailroot/tailroot/internal/inflight"
+	"github.com/tailroot/tailroot/internal/validation"
 )
 
 // Response headers of remote write 2.0 that tell the sender what was written.
@@ -46,10 +49,13 @@ type RemoteWrite struct {
 	opts   Options
 	logger *slog.Logger
 	cache  *seriesCache
+	rules  validation.Rules
 
 	bufs  sync.Pool // *[]byte, compressed and decoded bodies
 	reqs1 sync.Pool // *v1Request
 	reqs2 sync.Pool // *writev2.Request
+	// dupPool holds *dupIndex, the per-request index of repeated series.
+	dupPool sync.Pool
 
 	requests *prometheus.CounterVec
 	written  *prometheus.CounterVec
@@ -69,6 +75,7 @@ func NewRemoteWrite(app storage.AppendableV2, md MetadataSink, opts Options, log
 		opts:   opts.withDefaults(),
 		logger: logger,
 		cache:  newSeriesCache(opts.SeriesCacheSize),
+		rules:  opts.Rules(),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "tailroot_remote_write_requests_total",
 			Help: "Remote write requests by protocol version and HTTP status code.",
@@ -92,7 +99,8 @@ func (h *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		ct = "application/x-protobuf"
+		h.fail(w, "", http.StatusUnsupportedMediaType, fmt.Errorf("%w: send application/x-protobuf", errNoContentType))
+		return
 	}
 	msgType, err := remoteapi.ParseProtoMsg(ct)
 	if err != nil {
@@ -123,6 +131,13 @@ func (h *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, version, http.StatusBadRequest, fmt.Errorf("decode remote write 2.0 request: %w", err))
 			return
 		}
+		if len(req.Timeseries) == 0 && len(decoded) > 0 {
+			// gogo skips unknown fields: a 1.0 WriteRequest decodes as an
+			// empty 2.0 request, and would be answered 204 with nothing
+			// written.
+			h.fail(w, version, http.StatusBadRequest, fmt.Errorf("the body has no remote write 2.0 series (%d bytes, Content-Type %q); is it a 1.0 WriteRequest sent with the 2.0 content type?", len(decoded), ct))
+			return
+		}
 		if err := h.checkSeriesCount(len(req.Timeseries)); err != nil {
 			h.fail(w, version, http.StatusRequestEntityTooLarge, err)
 			return
@@ -133,6 +148,10 @@ func (h *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer h.reqs1.Put(req)
 		if err := req.decode(decoded); err != nil {
 			h.fail(w, version, http.StatusBadRequest, fmt.Errorf("decode remote write 1.0 request: %w", err))
+			return
+		}
+		if len(req.series) == 0 && len(req.metadata) == 0 && len(decoded) > 0 {
+			h.fail(w, version, http.StatusBadRequest, fmt.Errorf("the body has no remote write 1.0 series or metadata (%d bytes, Content-Type %q); is it a 2.0 request sent with the 1.0 content type?", len(decoded), ct))
 			return
 		}
 		if err := h.checkSeriesCount(len(req.series)); err != nil {
@@ -178,6 +197,7 @@ func (h *RemoteWrite) fail(w http.ResponseWriter, version string, status int, er
 	} else {
 		h.logger.Debug("remote write rejected", "status", status, "err", err)
 	}
+	retryAfter(w, status)
 	http.Error(w, err.Error(), status)
 }
 
@@ -189,16 +209,21 @@ func (h *RemoteWrite) readBody(r *http.Request) (decoded []byte, put func(), sta
 		return nil, nil, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit)
 	}
+	lease := inflight.FromContext(r.Context())
 	cbuf := h.getBuf()
 	buf := bytes.NewBuffer((*cbuf)[:0])
 	if r.ContentLength > 0 {
+		if err := lease.Grow(r.ContentLength); err != nil {
+			h.bufs.Put(cbuf)
+			return nil, nil, readStatus(err), fmt.Errorf("read request body: %w", err)
+		}
 		buf.Grow(int(r.ContentLength))
 	}
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
 	*cbuf = buf.Bytes()
 	if err != nil {
 		h.bufs.Put(cbuf)
-		return nil, nil, http.StatusBadRequest, fmt.Errorf("read request body: %w", err)
+		return nil, nil, readStatus(err), fmt.Errorf("read request body: %w", err)
 	}
 	if n > limit {
 		h.bufs.Put(cbuf)
@@ -214,6 +239,12 @@ func (h *RemoteWrite) readBody(r *http.Request) (decoded []byte, put func(), sta
 		h.bufs.Put(cbuf)
 		return nil, nil, http.StatusRequestEntityTooLarge,
 			fmt.Errorf("decoded body of %d bytes is over the limit of %d bytes", size, h.opts.MaxDecodedBytes)
+	}
+	// The decoded body is leased before it is allocated, and once more for
+	// the series, labels and samples decoded from it.
+	if err := lease.Grow(2 * int64(size)); err != nil {
+		h.bufs.Put(cbuf)
+		return nil, nil, readStatus(err), fmt.Errorf("decode snappy body of %d bytes: %w", size, err)
 	}
 	dbuf := h.getBuf()
 	if cap(*dbuf) < size {

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -116,6 +117,8 @@ func TestRejectsBadInput(t *testing.T) {
 		{"gzip encoding", ctV1, "gzip", good, 415, `content encoding "gzip"`},
 		{"body over limit", ctV1, "", bytes.Repeat([]byte{1}, 2<<10), 413, "over the limit of 1024 bytes"},
 		{"too many series", ctV1, "", encode(t, &prompb.WriteRequest{Timeseries: big}), 413, "4 series, over the limit of 3"},
+		{"no content type: a cross-site browser POST", "", "", good, 415, "no Content-Type"},
+		{"1.0 body with the 2.0 content type", ctV2, "", good, 400, "1.0 WriteRequest sent with the 2.0 content type"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := post(h, c.ct, c.enc, c.body)
@@ -288,5 +291,40 @@ func TestExemplarsWithoutSamplesRefused(t *testing.T) {
 	}
 	if got := count(t, db, "m"); len(got) != 1 || got[`{__name__="m", instance="good"}`][0] != 1 {
 		t.Fatalf("stored %v, want only the good series", got)
+	}
+}
+
+// TestInRequestConflicts sends one request with the same series and
+// timestamp twice: with another value it is a 400 naming the conflict and
+// the first value is kept, as across requests; with the same value it is
+// an idempotent repeat and 204.
+func TestInRequestConflicts(t *testing.T) {
+	db := openDB(t)
+	h := newHandler(t, db, DefaultOptions())
+	now := time.Now().UnixMilli()
+	conflict := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		series1("c", "a", now, 1), series1("c", "a", now, 2), series1("c", "b", now, 5),
+	}}
+	rec := post(h, ctV1, "", encode(t, conflict))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "duplicate sample for timestamp") {
+		t.Fatalf("conflicting entries: %d %q", rec.Code, rec.Body)
+	}
+	within := series1("c", "d", now, 3)
+	within.Samples = append(within.Samples, prompb.Sample{Timestamp: now, Value: 4})
+	rec = post(h, ctV1, "", encode(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{within}}))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "the request has 3 and 4") {
+		t.Fatalf("conflicting samples in one entry: %d %q", rec.Code, rec.Body)
+	}
+	same := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series1("c", "e", now, 7), series1("c", "e", now, 7)}}
+	if rec := post(h, ctV1, "", encode(t, same)); rec.Code != http.StatusNoContent {
+		t.Fatalf("identical repeat: %d %q", rec.Code, rec.Body)
+	}
+	got := count(t, db, "c")
+	want := map[string][]float64{
+		`{__name__="c", instance="a"}`: {1}, `{__name__="c", instance="b"}`: {5},
+		`{__name__="c", instance="d"}`: {3}, `{__name__="c", instance="e"}`: {7},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stored %v, want %v", got, want)
 	}
 }

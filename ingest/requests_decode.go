@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/tailroot/tailroot/internal/validation"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -41,6 +42,9 @@ type RequestLimits struct {
 	// MaxLabelValueLength is the longest label value in bytes. Zero means
 	// 1024.
 	MaxLabelValueLength int
+	// MaxLabelNameLength is the longest label name in bytes. Zero means
+	// 1024.
+	MaxLabelNameLength int
 	// MaxTokens bounds token_times, itl and prompt_token_ids. Zero means
 	// 1<<20, above the context length of any served model.
 	MaxTokens int
@@ -56,7 +60,15 @@ func (l RequestLimits) withDefaults() RequestLimits {
 	if l.MaxTokens <= 0 {
 		l.MaxTokens = 1 << 20
 	}
+	if l.MaxLabelNameLength <= 0 {
+		l.MaxLabelNameLength = 1024
+	}
 	return l
+}
+
+// rules are the label rules every ingest path shares, with these limits.
+func (l RequestLimits) rules() validation.Rules {
+	return validation.Rules{MaxLabels: l.MaxLabels, MaxLabelNameLength: l.MaxLabelNameLength, MaxLabelValueLength: l.MaxLabelValueLength}
 }
 
 // stageTolerance is how far, relative to the end-to-end time, measured
@@ -414,24 +426,22 @@ func parseTraceID(s string) (records.TraceID, error) {
 func buildLabels(m map[string]string, lim RequestLimits) (labels.Labels, error) {
 	b := labels.NewScratchBuilder(len(m))
 	n := 0
+	rules := lim.rules()
+	if err := rules.Count(len(m)); err != nil {
+		return labels.EmptyLabels(), err
+	}
 	for name, value := range m {
-		switch {
-		case value == "":
+		if value == "" {
 			continue
-		case name == "" || !utf8.ValidString(name):
-			return labels.EmptyLabels(), fmt.Errorf("label name %q is empty or not UTF-8", name)
-		case strings.HasPrefix(name, "__"):
+		}
+		if err := rules.Label(name, value); err != nil {
+			return labels.EmptyLabels(), err
+		}
+		if strings.HasPrefix(name, "__") {
 			return labels.EmptyLabels(), fmt.Errorf("label name %q: names starting with __ are reserved", name)
-		case !utf8.ValidString(value):
-			return labels.EmptyLabels(), fmt.Errorf("label %q value is not UTF-8", name)
-		case len(value) > lim.MaxLabelValueLength:
-			return labels.EmptyLabels(), fmt.Errorf("label %q value is %d bytes, over the limit of %d", name, len(value), lim.MaxLabelValueLength)
 		}
 		b.Add(name, value)
 		n++
-	}
-	if n > lim.MaxLabels {
-		return labels.EmptyLabels(), fmt.Errorf("%d labels, over the limit of %d", n, lim.MaxLabels)
 	}
 	b.Sort()
 	return b.Labels(), nil

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -17,9 +16,12 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/klauspost/compress/gzip"
+
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/tailroot/tailroot/internal/inflight"
+	"github.com/tailroot/tailroot/query/qlimit"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -46,6 +48,7 @@ func writeEnvelope(w http.ResponseWriter, code int, env apiEnvelope) {
 }
 
 func writeAPIError(w http.ResponseWriter, code int, typ string, err error) {
+	retryAfter(w, code)
 	writeEnvelope(w, code, apiEnvelope{Status: "error", ErrorType: typ, Error: err.Error()})
 }
 
@@ -77,18 +80,24 @@ const maxReportedLines = 100
 // Content-Encoding; 500 when the store failed (nothing of the body is
 // acknowledged; resend it).
 func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	{
+		ct := r.Header.Get("Content-Type")
 		mt, _, err := mime.ParseMediaType(ct)
 		switch {
+		case ct == "":
+			writeAPIError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Errorf("%w: send application/x-ndjson", errNoContentType))
+			return
 		case err != nil:
 			writeAPIError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Errorf("content type %q: %w", ct, err))
 			return
-		case mt != "application/x-ndjson" && mt != "application/jsonl" && mt != "application/json" && mt != "application/x-jsonlines" && mt != "text/plain":
+		// text/plain is refused: a cross-site browser form or fetch may
+		// send it without a CORS preflight.
+		case mt != "application/x-ndjson" && mt != "application/jsonl" && mt != "application/json" && mt != "application/x-jsonlines":
 			writeAPIError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Errorf("content type %q is not accepted; send application/x-ndjson", mt))
 			return
 		}
 	}
-	body, status, err := readBody(r, p.opts.MaxBodyBytes, p.opts.MaxDecodedBytes)
+	body, status, err := readBody(r, p.opts.MaxBodyBytes, p.opts.MaxDecodedBytes, 1)
 	if err != nil {
 		p.m.rejected.WithLabelValues("requests").Inc()
 		writeAPIError(w, status, "bad_data", err)
@@ -174,8 +183,11 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads a pushed body within the limits, undoing gzip. status is
 // the HTTP status that goes with err: 413 over a limit, 415 for an unknown
-// Content-Encoding, 400 for a body that does not decode.
-func readBody(r *http.Request, maxBody, maxDecoded int64) ([]byte, int, error) {
+// Content-Encoding, 400 for a body that does not decode, and the
+// in-flight limiter's status (503, 413) when the request's lease cannot
+// grow. The decoded bytes are leased before they are allocated, and
+// decodeFactor more times their size for the messages decoded from them.
+func readBody(r *http.Request, maxBody, maxDecoded int64, decodeFactor int64) ([]byte, int, error) {
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	if enc != "" && enc != "identity" && enc != "gzip" {
 		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("content encoding %q is not accepted; send gzip or none", enc)
@@ -183,28 +195,49 @@ func readBody(r *http.Request, maxBody, maxDecoded int64) ([]byte, int, error) {
 	if r.ContentLength > maxBody {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, maxBody)
 	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	lease := inflight.FromContext(r.Context())
+	raw, err := inflight.ReadAll(r.Body, lease, maxBody)
 	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("read request body: %w", err)
+		return nil, readStatus(err), fmt.Errorf("read request body: %w", err)
 	}
 	if int64(len(raw)) > maxBody {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body is over the limit of %d bytes", maxBody)
 	}
-	if enc != "gzip" {
-		return raw, 0, nil
+	out := raw
+	if enc == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, http.StatusBadRequest, fmt.Errorf("decode gzip body: %w", err)
+		}
+		out, err = inflight.ReadAll(zr, lease, maxDecoded)
+		if err != nil {
+			return nil, readStatus(err), fmt.Errorf("decode gzip body: %w", err)
+		}
+		if int64(len(out)) > maxDecoded {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("decoded body is over the limit of %d bytes", maxDecoded)
+		}
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("decode gzip body: %w", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
-	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("decode gzip body: %w", err)
-	}
-	if int64(len(out)) > maxDecoded {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("decoded body is over the limit of %d bytes", maxDecoded)
+	if err := lease.Grow(decodeFactor * int64(len(out))); err != nil {
+		return nil, readStatus(err), fmt.Errorf("decode body of %d bytes: %w", len(out), err)
 	}
 	return out, 0, nil
+}
+
+// retryAfter tells the sender of a 503 when to try again: the in-flight
+// limits and a failed store both clear by themselves.
+func retryAfter(w http.ResponseWriter, code int) {
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", inflight.RetryAfter)
+	}
+}
+
+// readStatus is 400 for a body that does not read or decode, or the
+// limiter's status when a lease could not grow.
+func readStatus(err error) int {
+	if s, ok := inflight.StatusOf(err); ok {
+		return s
+	}
+	return http.StatusBadRequest
 }
 
 // RecordJSON is a request record as GET /api/v1/requests returns it.
@@ -270,7 +303,9 @@ func NewRecordJSON(r *records.Record) RecordJSON {
 	return out
 }
 
-var selectorParser = parser.NewParser(parser.Options{})
+// selectorParser reads match[] of GET /api/v1/requests, within the query
+// limits the engine applies, so a hostile selector costs no more here.
+var selectorParser = qlimit.Parser{Parser: parser.NewParser(parser.Options{}), Limits: qlimit.DefaultLimits()}
 
 // ServeQuery is GET /api/v1/requests?match[]=…&start=…&end=…&limit=…:
 // the records with start ≤ arrival ≤ end (Prometheus time formats: Unix

@@ -80,6 +80,8 @@ func TestPushPartial(t *testing.T) {
 		code int
 	}{
 		{"content type", map[string]string{"Content-Type": "text/xml"}, lineA, http.StatusUnsupportedMediaType},
+		{"text/plain: a cross-site browser POST", map[string]string{"Content-Type": "text/plain"}, lineA, http.StatusUnsupportedMediaType},
+		{"no content type", map[string]string{"Content-Type": ""}, lineA, http.StatusUnsupportedMediaType},
 		{"encoding", map[string]string{"Content-Encoding": "snappy"}, lineA, http.StatusUnsupportedMediaType},
 		{"bad gzip", map[string]string{"Content-Encoding": "gzip"}, "not gzip", http.StatusBadRequest},
 	} {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tailroot/tailroot/internal/validation"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -89,9 +90,16 @@ func (f otlpFormat) contentType() string {
 	return "application/x-protobuf"
 }
 
+// errNoContentType refuses a write without a Content-Type (415): every
+// real sender names its format, while a cross-site browser POST with no
+// type needs no CORS preflight, so accepting one lets any web page write.
+var errNoContentType = errors.New("the request has no Content-Type; writes must name their format")
+
 func parseOTLPContentType(ct string) (otlpFormat, error) {
 	if ct == "" {
-		return otlpProto, nil
+		// A browser may POST a body without a Content-Type across sites
+		// without asking first; writes need the type they really are.
+		return 0, errNoContentType
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -109,6 +117,7 @@ func parseOTLPContentType(ct string) (otlpFormat, error) {
 // writeOTLPError answers with a google.rpc.Status in the request's
 // encoding, as OTLP/HTTP asks.
 func writeOTLPError(w http.ResponseWriter, f otlpFormat, code int, err error) {
+	retryAfter(w, code)
 	st := &statuspb.Status{Code: grpcCode(code), Message: err.Error()}
 	var body []byte
 	if f == otlpJSON {
@@ -148,7 +157,7 @@ func (h *Traces) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := h.p.opts
-	body, status, err := readBody(r, o.MaxBodyBytes, o.MaxDecodedBytes)
+	body, status, err := readBody(r, o.MaxBodyBytes, o.MaxDecodedBytes, 2)
 	if err != nil {
 		writeOTLPError(w, f, status, err)
 		return
@@ -301,8 +310,11 @@ func SpanToItem(res pcommon.Resource, sp ptrace.Span, lim RequestLimits) (Item, 
 	if start == 0 {
 		return it, true, errors.New("start time is 0")
 	}
-	if start > math.MaxInt64 || end > math.MaxInt64 {
-		return it, true, fmt.Errorf("start time %d or end time %d overflows", start, end)
+	if _, err := validation.UnixNano(uint64(start)); err != nil {
+		return it, true, fmt.Errorf("start time: %w", err)
+	}
+	if _, err := validation.UnixNano(uint64(end)); err != nil {
+		return it, true, fmt.Errorf("end time: %w", err)
 	}
 	if end < start {
 		return it, true, fmt.Errorf("non-monotonic timestamps: end %s is before start %s", fmtNS(int64(end)), fmtNS(int64(start)))

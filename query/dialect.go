@@ -16,5 +16,6 @@ func (e *Engine) translateMetricsQL(qs string, step time.Duration) (string, erro
 		EnableBinopFillModifiers:    e.opts.BinopFillModifiers,
 		EnableUnquotedUTF8Names:     e.opts.UnquotedUTF8Names,
 		Step:                        step,
+		Limits:                      e.opts.Limits,
 	})
 }

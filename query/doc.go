@@ -7,8 +7,17 @@
 //
 // Invariants: a query the PromQL parser accepts is evaluated unchanged by the
 // upstream engine; only a query PromQL rejects and MetricsQL accepts is
-// translated, and anything else returns the PromQL parse error. A planned
-// function's result carries the annotations of the argument queries it
-// evaluated (a remote store that failed, a histogram warning) as well as
+// translated — only for a caller that opted in (WithMetricsQL, or
+// Options.MetricsQL) — and anything else returns the PromQL parse error. A
+// planned function's result carries the annotations of the argument queries
+// it evaluated (a remote store that failed, a histogram warning) as well as
 // its own.
+//
+// Cost is bounded before anything runs: Options.Limits (query/qlimit) refuse
+// a query over its length, token count or nesting depth before it is
+// parsed, and a MetricsQL query whose WITH templates would expand past the
+// same size or depth before metricsql expands them (its expansion is
+// exponential in the nesting of templates). Translation runs under the
+// query timeout and the caller's context; infos quote at most 1 KiB of a
+// translation.
 package query

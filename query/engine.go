@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/tailroot/tailroot/query/qlimit"
 )
 
 // Options configures evaluation. Zero values mean the documented default.
@@ -29,6 +32,11 @@ type Options struct {
 	// ActiveQueryDir, when set, keeps a log of running queries there, so a
 	// query that crashed the process is logged at the next start.
 	ActiveQueryDir string
+	// Limits bound a query's length, size and depth before it is parsed,
+	// and its MetricsQL WITH templates before they are expanded; the zero
+	// value checks nothing. They apply wherever the engine's parser is used
+	// (queries, format_query, parse_query, series matchers).
+	Limits qlimit.Limits
 	// MetricsQL, when true, translates every query PromQL rejects and
 	// MetricsQL accepts, for every client. When false (the default) only
 	// queries whose context carries WithMetricsQL are translated (the
@@ -51,6 +59,7 @@ func DefaultOptions() Options {
 		MaxSamples:    50_000_000,
 		LookbackDelta: 5 * time.Minute,
 		MaxConcurrent: 20,
+		Limits:        qlimit.DefaultLimits(),
 	}
 }
 
@@ -103,12 +112,12 @@ func New(opts Options, reg *Registry, logger *slog.Logger, promReg prometheus.Re
 		opts.MaxConcurrent = 20
 	}
 	funcs := reg.Functions()
-	p := parser.NewParser(parser.Options{
+	p := qlimit.Parser{Parser: parser.NewParser(parser.Options{
 		EnableExperimentalFunctions: opts.ExperimentalFunctions,
 		EnableBinopFillModifiers:    opts.BinopFillModifiers,
 		EnableUnquotedUTF8Names:     opts.UnquotedUTF8Names,
 		Functions:                   funcs,
-	})
+	}), Limits: opts.Limits}
 	var tracker promql.QueryTracker
 	if opts.ActiveQueryDir != "" {
 		t, err := promql.NewActiveQueryTracker(opts.ActiveQueryDir, opts.MaxConcurrent, logger)
@@ -153,6 +162,9 @@ func (e *Engine) Close() error { return e.ng.Close() }
 
 // NewInstantQuery implements promql.QueryEngine.
 func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	if err := e.checkSubquerySteps(qs, 0); err != nil {
+		return nil, err
+	}
 	if expr, calls, err := e.plan(qs); err != nil {
 		return nil, err
 	} else if calls != nil {
@@ -162,8 +174,14 @@ func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts 
 	if err == nil || !isParseError(err) || !e.metricsQLAllowed(ctx) {
 		return qry, err
 	}
-	translated, ok := e.translate(qs, 0)
+	translated, ok, lerr := e.translate(ctx, qs, 0)
+	if lerr != nil {
+		return nil, lerr
+	}
 	if !ok {
+		return nil, err
+	}
+	if err := e.checkSubquerySteps(translated, 0); err != nil {
 		return nil, err
 	}
 	qry, terr := e.ng.NewInstantQuery(ctx, q, opts, translated, ts)
@@ -175,6 +193,9 @@ func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts 
 
 // NewRangeQuery implements promql.QueryEngine.
 func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+	if err := e.checkSubquerySteps(qs, end.Sub(start)); err != nil {
+		return nil, err
+	}
 	if expr, calls, err := e.plan(qs); err != nil {
 		return nil, err
 	} else if calls != nil {
@@ -190,8 +211,14 @@ func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts pr
 	if err == nil || !isParseError(err) || !e.metricsQLAllowed(ctx) {
 		return qry, err
 	}
-	translated, ok := e.translate(qs, step)
+	translated, ok, lerr := e.translate(ctx, qs, step)
+	if lerr != nil {
+		return nil, lerr
+	}
 	if !ok {
+		return nil, err
+	}
+	if err := e.checkSubquerySteps(translated, end.Sub(start)); err != nil {
 		return nil, err
 	}
 	qry, terr := e.ng.NewRangeQuery(ctx, q, opts, translated, start, end, step)
@@ -202,12 +229,34 @@ func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts pr
 }
 
 // translate returns the PromQL form of a MetricsQL query, when it has one.
-func (e *Engine) translate(qs string, step time.Duration) (string, bool) {
-	out, err := e.translateMetricsQL(qs, step)
-	if err != nil {
-		return "", false
+// fatal is set when the query must be refused with that error rather than
+// with PromQL's parse error: it is over a limit, or translating it ran past
+// the query timeout or the client went away. Translation runs under the
+// query timeout and ctx: the caller gets its answer when either ends,
+// while the translation itself, bounded by Options.Limits, finishes in the
+// background.
+func (e *Engine) translate(ctx context.Context, qs string, step time.Duration) (out string, ok bool, fatal error) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	type result struct {
+		out string
+		err error
 	}
-	return out, true
+	done := make(chan result, 1)
+	go func() {
+		out, err := e.translateMetricsQL(qs, step)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		var le *qlimit.Error
+		if errors.As(r.err, &le) {
+			return "", false, r.err
+		}
+		return r.out, r.err == nil, nil
+	case <-ctx.Done():
+		return "", false, fmt.Errorf("translate MetricsQL: %w (query.timeout=%s)", context.Cause(ctx), e.opts.Timeout)
+	}
 }
 
 func isParseError(err error) bool {
@@ -228,8 +277,26 @@ func (q *translatedQuery) Exec(ctx context.Context) *promql.Result {
 	if res.Warnings == nil {
 		res.Warnings = annotations.Annotations{}
 	}
-	res.Warnings.Add(fmt.Errorf("%w: MetricsQL query evaluated as PromQL %q", annotations.PromQLInfo, q.to))
+	res.Warnings.Add(fmt.Errorf("%w: MetricsQL query evaluated as PromQL %q", annotations.PromQLInfo, abbreviate(q.to, maxInfoQuery)))
 	return res
+}
+
+// maxInfoQuery caps the translation quoted in infos: a few templates can
+// expand to a query far longer than the one sent, and repeating it in every
+// response would cost more than evaluating it.
+const maxInfoQuery = 1024
+
+// abbreviate cuts s to at most n bytes on a rune boundary, saying how long
+// it was.
+func abbreviate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes in all)", s[:cut], len(s))
 }
 
 // concurrencyLimit is a QueryTracker that only bounds concurrency, for

@@ -158,7 +158,7 @@ func (db *DB) Dir() string { return db.dir }
 
 // Close flushes metadata and closes the TSDB.
 func (db *DB) Close() error {
-	return errors.Join(db.Metadata.flush(), db.DB.Close())
+	return errors.Join(db.Metadata.close(), db.DB.Close())
 }
 
 // Stats implements the Prometheus API's status/tsdb source.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/prometheus/model/metadata"
 
@@ -17,64 +19,107 @@ import (
 
 const metadataFile = "tailroot-metadata.json"
 
+// Bounds of the metadata store.
+const (
+	// maxMetadataFamilies is the most families kept; reports for further
+	// families are dropped and counted (Dropped). 100,000 families is far
+	// beyond what one Prometheus holds in its scrape caches.
+	maxMetadataFamilies = 100_000
+	// maxMetadataText bounds help and unit texts, in bytes; longer ones are
+	// cut on a rune boundary.
+	maxMetadataText = 4096
+	// metadataFlushInterval is how often a changed store is written out.
+	metadataFlushInterval = 10 * time.Second
+)
+
 // MetadataStore keeps the type, help and unit of each metric family as
-// writers last reported them. Prometheus keeps this in its scrape cache; a
-// push-only server has no scrape cache, so tailroot keeps what remote write
-// and OTLP send and persists it beside the TSDB.
+// writers last reported them — one entry per family, the newest, as
+// Prometheus' scrape cache keeps it. A push-only server has no scrape
+// cache, so tailroot keeps what remote write and OTLP send and persists it
+// beside the TSDB.
 //
-// Writes that change nothing take a read lock only; a change is written to
-// disk (temp file, fsync, rename, directory fsync) before Set returns, so an acknowledged
-// write's metadata survives a crash. Changes are rare: a new family or a
-// new help text.
+// Size is bounded: at most 100,000 families, help and unit at most 4 KiB
+// each, so the store holds at most ~800 MiB however many help variants
+// writers send (4,000 variants of one family are one entry).
+//
+// Persistence: Set changes memory only; the whole store is written (temp
+// file, fsync, rename, directory fsync) every 10 s when it changed, and at
+// Close. A crash loses at most the changes of the last 10 s: the next write
+// from the same sender reports them again. Metadata is not acknowledged
+// data in Prometheus either (remote write sends it with every batch or on
+// an interval, and the scrape cache is memory only), and the WAL's samples
+// do not depend on it.
 type MetadataStore struct {
 	path string
 
 	mu       sync.RWMutex
-	families map[string][]metadata.Metadata
+	families map[string]metadata.Metadata
+	dirty    bool
+	dropped  int
+	flushErr error
+
+	stop chan struct{}
+	done chan struct{}
 }
 
 func openMetadata(dir string) (*MetadataStore, error) {
-	s := &MetadataStore{path: filepath.Join(dir, metadataFile), families: map[string][]metadata.Metadata{}}
+	s := &MetadataStore{
+		path: filepath.Join(dir, metadataFile), families: map[string]metadata.Metadata{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
 	b, err := os.ReadFile(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return nil, fmt.Errorf("read metadata: %w", err)
+	default:
+		// The file keeps the /api/v1/metadata shape, a list per family;
+		// files written before one entry per family hold several, the
+		// newest last.
+		var onDisk map[string][]metadata.Metadata
+		if err := json.Unmarshal(b, &onDisk); err != nil {
+			return nil, fmt.Errorf("decode metadata %s: %w", s.path, err)
+		}
+		for n, ms := range onDisk {
+			if len(ms) > 0 && len(s.families) < maxMetadataFamilies {
+				s.families[n] = ms[len(ms)-1]
+			}
+		}
 	}
-	if err := json.Unmarshal(b, &s.families); err != nil {
-		return nil, fmt.Errorf("decode metadata %s: %w", s.path, err)
-	}
+	go s.flushLoop(metadataFlushInterval)
 	return s, nil
 }
 
-// Set records m for the family name. It returns an error only when the
-// change could not be persisted.
+// Set records m as the metadata of family name. It fails only when the
+// last periodic write failed, so a full disk is reported to writers rather
+// than hidden until Close.
 func (s *MetadataStore) Set(name string, m metadata.Metadata) error {
 	if name == "" || (m.Type == "" && m.Help == "" && m.Unit == "") {
 		return nil
 	}
+	m.Help, m.Unit = cutText(m.Help), cutText(m.Unit)
 	s.mu.RLock()
-	known := slices.Contains(s.families[name], m)
+	cur, known := s.families[name]
+	err := s.flushErr
 	s.mu.RUnlock()
-	if known {
-		return nil
+	if known && cur == m {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if slices.Contains(s.families[name], m) {
-		return nil
+	if _, known := s.families[name]; !known && len(s.families) >= maxMetadataFamilies {
+		s.dropped++
+		return s.flushErr
 	}
-	// The newest report for a family wins, as in a scrape cache; earlier
-	// distinct entries stay so /api/v1/metadata shows conflicts the way
-	// Prometheus shows them across targets.
-	s.families[name] = append(s.families[name], m)
-	return s.flushLocked()
+	s.families[name] = m
+	s.dirty = true
+	return s.flushErr
 }
 
 // Get returns the metadata of every family (or only metric when it is not
-// empty), at most limit families and limitPerMetric entries each; a
-// non-positive limit means no limit.
+// empty), at most limit families, in the /api/v1/metadata shape: a list
+// per family, here always its one, newest, entry, which is within every
+// limitPerMetric. A non-positive limit means no limit.
 func (s *MetadataStore) Get(metric string, limit, limitPerMetric int) map[string][]metadata.Metadata {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -90,33 +135,80 @@ func (s *MetadataStore) Get(metric string, limit, limitPerMetric int) map[string
 		if limit > 0 && len(out) >= limit {
 			break
 		}
-		ms := s.families[n]
-		// Newest first, as the most recent report is the one in force.
-		rev := make([]metadata.Metadata, 0, len(ms))
-		for i := len(ms) - 1; i >= 0; i-- {
-			if limitPerMetric > 0 && len(rev) >= limitPerMetric {
-				break
-			}
-			rev = append(rev, ms[i])
-		}
-		out[n] = rev
+		out[n] = []metadata.Metadata{s.families[n]}
 	}
+	_ = limitPerMetric // one entry per family is within every positive limit
 	return out
 }
 
-func (s *MetadataStore) flush() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.flushLocked()
+// Dropped is how many reports for new families were dropped because the
+// store was full.
+func (s *MetadataStore) Dropped() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.dropped
 }
 
-func (s *MetadataStore) flushLocked() error {
-	b, err := json.Marshal(s.families)
+func (s *MetadataStore) flushLoop(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			_ = s.flush()
+		}
+	}
+}
+
+// close stops the periodic writes and writes what changed since the last.
+func (s *MetadataStore) close() error {
+	close(s.stop)
+	<-s.done
+	return s.flush()
+}
+
+// flush writes the store when it changed. The encoding happens under the
+// read lock, the write outside any lock, so Set does not wait on the disk.
+func (s *MetadataStore) flush() error {
+	s.mu.Lock()
+	if !s.dirty {
+		s.mu.Unlock()
+		return nil
+	}
+	onDisk := make(map[string][]metadata.Metadata, len(s.families))
+	for n, m := range s.families {
+		onDisk[n] = []metadata.Metadata{m}
+	}
+	s.dirty = false
+	s.mu.Unlock()
+
+	b, err := json.Marshal(onDisk)
+	if err == nil {
+		err = fsutil.WriteFileAtomic(filepath.Dir(s.path), filepath.Base(s.path), b)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("encode metadata: %w", err)
+		s.dirty = true // try again at the next tick
+		s.flushErr = fmt.Errorf("write metadata: %w", err)
+		return s.flushErr
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Dir(s.path), filepath.Base(s.path), b); err != nil {
-		return fmt.Errorf("write metadata: %w", err)
-	}
+	s.flushErr = nil
 	return nil
+}
+
+// cutText bounds a help or unit text to maxMetadataText bytes on a rune
+// boundary.
+func cutText(s string) string {
+	if len(s) <= maxMetadataText {
+		return s
+	}
+	cut := maxMetadataText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }

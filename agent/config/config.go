@@ -10,13 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -133,6 +136,13 @@ type Server struct {
 	// PasswordFile holds the basic-auth password (the file, not the
 	// secret, goes in the configuration).
 	PasswordFile string `yaml:"password_file"`
+	// HTTPClientConfig is Prometheus' HTTP client configuration, inline as
+	// in a Prometheus remote_write entry: tls_config (ca_file, cert_file,
+	// key_file, server_name, insecure_skip_verify), authorization,
+	// bearer_token_file, basic_auth, oauth2, proxy_url, http_headers. The
+	// push to the server and the evidence posts both use it. Relative file
+	// names are relative to the configuration file.
+	HTTPClientConfig promconfig.HTTPClientConfig `yaml:",inline"`
 }
 
 // Queue configures the disk queue and the sender.
@@ -259,7 +269,7 @@ func (e Evidence) On() bool { return e.Enabled == nil || *e.Enabled }
 func Default() Config {
 	return Config{
 		Listen: "127.0.0.1:9491",
-		Server: Server{URL: "http://127.0.0.1:9490", Timeout: Duration(30 * time.Second)},
+		Server: Server{URL: "http://127.0.0.1:9490", Timeout: Duration(30 * time.Second), HTTPClientConfig: promconfig.DefaultHTTPClientConfig},
 		Queue: Queue{
 			Dir: "/var/lib/tailroot-agent/queue", MaxBytes: 1 << 30, SegmentBytes: 16 << 20,
 			Fsync: "always", FsyncInterval: Duration(time.Second),
@@ -299,6 +309,7 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
+	c.Server.HTTPClientConfig.SetDirectory(filepath.Dir(path))
 	return c, nil
 }
 
@@ -318,6 +329,12 @@ func (c *Config) Validate() error {
 	}
 	if err := checkURL("server.url", c.Server.URL); err != nil {
 		return err
+	}
+	if err := c.Server.HTTPClientConfig.Validate(); err != nil {
+		return fmt.Errorf("config: server: %w", err)
+	}
+	if c.Server.Username != "" && c.Server.HTTPClientConfig.BasicAuth != nil {
+		return errors.New("config: server: username and basic_auth are both set; use one")
 	}
 	q := &c.Queue
 	if q.Dir == "" {
@@ -443,4 +460,16 @@ func (c Config) Effective() Config {
 	set(&c.GPU.Enabled, c.GPU.On())
 	set(&c.Evidence.Enabled, c.Evidence.On())
 	return c
+}
+
+// HTTPClient returns the client the agent pushes with, built from
+// HTTPClientConfig by Prometheus' own constructor, so TLS (a private CA,
+// client certificates, server name, insecure_skip_verify), bearer tokens
+// and proxies behave as in Prometheus' remote_write.
+func (s Server) HTTPClient() (*http.Client, error) {
+	c, err := promconfig.NewClientFromConfig(s.HTTPClientConfig, "tailroot-agent")
+	if err != nil {
+		return nil, fmt.Errorf("config: server: http client: %w", err)
+	}
+	return c, nil
 }

@@ -71,6 +71,7 @@ type serveConfig struct {
 	rules                                rulesFlags
 	features                             featureList
 	stores                               storesConfig
+	limits                               serveLimits
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -123,6 +124,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.BoolVar(&c.query.MetricsQL, "query.metricsql", false, "translate MetricsQL for every client; otherwise only for queries sent with dialect=metricsql (parameter) or X-Tailroot-Dialect: metricsql (header)")
 	blockFlags(fs, c)
 	addStoreFlags(fs, &c.stores)
+	c.limitFlags(fs)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -132,6 +134,9 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 		return nil, fs, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := c.rules.resolve(c.listen); err != nil {
+		return nil, fs, err
+	}
+	if err := c.checkLimits(); err != nil {
 		return nil, fs, err
 	}
 	c.records.SeriesLabels = splitList(c.seriesLabels)
@@ -325,6 +330,7 @@ func serve(args []string) error {
 		Alertmanagers: rulesEngine,
 		Reload:        reloadEndpoint,
 		Queryable:     global,
+		CORSOrigin:    c.limits.cors,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},
@@ -334,11 +340,8 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
-	}
+	httpSrv := &http.Server{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
+	ln = c.limits.limitServer(httpSrv, srv.Handler(), ln)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/VictoriaMetrics/metricsql"
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/tailroot/tailroot/query/qlimit"
 )
 
 // DefaultStep stands in for the query step when Options.Step is zero. It is
@@ -38,6 +40,10 @@ type Options struct {
 	// step(). Zero or negative means DefaultStep (5m). It is truncated to
 	// whole milliseconds, PromQL's resolution; below 1ms counts as 1ms.
 	Step time.Duration
+	// Limits bound the query before it is parsed and its WITH templates
+	// before they are expanded (metricsql's expansion is exponential in
+	// the nesting of templates). The zero value checks nothing.
+	Limits qlimit.Limits
 }
 
 // ParserOptions returns the PromQL parser configuration Options describes.
@@ -63,10 +69,14 @@ func (o Options) step() time.Duration {
 // Translate parses q as MetricsQL (expanding WITH templates) and returns
 // equivalent PromQL text that the parser described by opts accepts.
 //
-// Errors: a query that is not valid MetricsQL returns the MetricsQL parse
-// error; a valid query with a construct that has no exact PromQL
-// equivalent returns an *UnsupportedError naming it.
+// Errors: a query over opts.Limits returns a *qlimit.Error, checked before
+// anything is parsed or expanded; a query that is not valid MetricsQL
+// returns the MetricsQL parse error; a valid query with a construct that
+// has no exact PromQL equivalent returns an *UnsupportedError naming it.
 func Translate(q string, opts Options) (string, error) {
+	if err := qlimit.CheckExpansion(q, opts.Limits); err != nil {
+		return "", err
+	}
 	e, err := parseMetricsQL(q)
 	if err != nil {
 		return "", err
@@ -81,6 +91,9 @@ func Translate(q string, opts Options) (string, error) {
 // *UnsupportedError, so both errors.As(err, &parser.ParseErrors{}) and
 // errors.Is(err, ErrUnsupported) hold.
 func Prepare(q string, opts Options) (expr string, translated bool, err error) {
+	if err := qlimit.CheckExpansion(q, opts.Limits); err != nil {
+		return "", false, err
+	}
 	_, promErr := parser.NewParser(opts.ParserOptions()).ParseExpr(q)
 	if promErr == nil {
 		return q, false, nil

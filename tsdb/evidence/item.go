@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/tailroot/tailroot/internal/validation"
 )
 
 // Kinds of evidence.
@@ -215,12 +217,18 @@ func (it *Item) Validate(lim Limits) error {
 	if it.PID == 0 {
 		return errors.New("pid: missing or 0")
 	}
+	// The label-like fields (queried as node=, comm=, probe=) follow the
+	// label rules every ingest path shares, with MaxString as the length.
+	rules := validation.Rules{MaxLabelValueLength: lim.MaxString}
 	for name, v := range map[string]string{
 		"node": it.Node, "comm": it.Comm, "container_id": it.ContainerID, "pod_uid": it.PodUID,
 		"probe": it.Probe, "detail": it.Detail,
 	} {
 		if len(v) > lim.MaxString {
 			return fmt.Errorf("%s: %d bytes, more than the limit %d", name, len(v), lim.MaxString)
+		}
+		if err := rules.Label(name, v); err != nil {
+			return err
 		}
 	}
 	if err := checkSeconds("latency", it.Latency, lim); err != nil {
