@@ -416,3 +416,14 @@ func (q *leasedChunkQuerier) Close() error {
 	defer q.release()
 	return q.ChunkQuerier.Close()
 }
+
+// CompactHead compacts the given head range into a block; tests and tools
+// use it.
+func (db *DB) CompactHead(head *ptsdb.RangeHead) error {
+	pdb, _, release, err := db.lease()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return pdb.CompactHead(head)
+}
