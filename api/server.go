@@ -57,6 +57,10 @@ type Options struct {
 	// CORSOrigin is the regexp of allowed origins; nil means ".*" as in
 	// Prometheus.
 	CORSOrigin *regexp.Regexp
+	// Ready and Healthy back /-/ready and /-/healthy: a non-nil error
+	// answers 503 with it. Ready fails while writes are refused, Healthy
+	// while nothing can be served. Nil means always.
+	Ready, Healthy func() error
 }
 
 // Server holds the mounted handlers.
@@ -147,14 +151,8 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	promAPI.Register(apiRouter.WithPrefix("/api/v1"))
 
 	r := s.router
-	r.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("tailroot is Healthy.\n"))
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("tailroot is Ready.\n"))
-	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/-/healthy", probe("Healthy", opts.Healthy)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/-/ready", probe("Ready", opts.Ready)).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if h.RemoteWrite != nil {
 		r.Handle("/api/v1/write", h.RemoteWrite)

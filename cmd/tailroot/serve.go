@@ -111,6 +111,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	addDurabilityFlags(fs, c)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -253,12 +254,15 @@ func serve(args []string) error {
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
 		r.Handle("/v1/metrics", otlpMetrics).Methods(http.MethodPost)
 	}
+	ready, healthy := probes(db, recs)
 	srv := api.New(db, engine, api.Handlers{RemoteWrite: rw, Extra: extra}, api.Options{
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
 		Flags:         flagsMap,
 		Retention:     c.db.Retention.String(),
 		Config:        cfgHolder.Get,
+		Ready:         ready,
+		Healthy:       healthy,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},
