@@ -212,8 +212,12 @@ func (ld *load) run(t *testing.T, k writeKind, c int, rng *rand.Rand) {
 			}
 		}
 		ld.l.note(k, ids, ws, code, err)
-		if err != nil || code >= 500 {
+		switch {
+		case err != nil || code >= 500:
 			time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+		case k == kindEvidence:
+			// The read-back returns at most 10,000 items per node.
+			time.Sleep(3 * time.Millisecond)
 		}
 	}
 }
@@ -383,9 +387,13 @@ func stored(t *testing.T, app *App, iter int) [numKinds]map[int64]where {
 		Data []struct {
 			PID int64 `json:"pid"`
 		} `json:"data"`
+		Warnings []string `json:"warnings"`
 	}
 	if err := json.Unmarshal(body, &ev); err != nil {
 		t.Fatalf("decode evidence %s: %v", body, err)
+	}
+	if len(ev.Warnings) > 0 {
+		t.Fatalf("evidence read-back cut short: %v", ev.Warnings)
 	}
 	for _, it := range ev.Data {
 		got[kindEvidence][it.PID] = where{}

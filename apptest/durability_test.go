@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,7 +47,17 @@ func ready(url string) bool {
 func TestDiskFullLosesNothingAcknowledged(t *testing.T) {
 	dir := diskfull.Mount(t, 192<<20)
 	rng := rand.New(rand.NewPCG(testSeed(t), 1))
-	app := Start(t, dir, "--storage.tsdb.min-free-space=16MiB")
+	// Even episodes run without a free-space floor, so commits meet ENOSPC
+	// in the WAL; odd ones with one, so most writes are refused before.
+	floor := func(episode int) string {
+		return "--storage.tsdb.min-free-space=" + []string{"0", "16MiB"}[episode%2]
+	}
+	app := Start(t, dir, floor(0))
+	// What the server logs when the TSDB cuts its WAL after a failed
+	// commit, when it refuses writes on low space, and when the record
+	// pipeline recovers: counted to show which paths the run took.
+	logMarks := []string{"WAL cut back", "until the disk has room", "records: recovered", "panic in the TSDB commit"}
+	marks := make([]int, len(logMarks))
 	var (
 		next       atomic.Int64
 		ledgers    []*ledger
@@ -83,8 +94,13 @@ func TestDiskFullLosesNothingAcknowledged(t *testing.T) {
 			t.Fatalf("episode %d: not ready 20 s after the disk was freed\n%s", iter, app.Logs())
 		}
 		time.Sleep(killAfter)
+		logs := app.Logs()
 		app.Kill(t)
 		ld.halt()
+		for i, m := range logMarks {
+			marks[i] += strings.Count(logs, m)
+		}
+		app.args[len(app.args)-1] = floor(iter + 1)
 		app.KillAndRestart(t)
 		ackedTotal += l.check(t, "after the disk filled, was freed and the server was killed", stored(t, app, iter), iter)
 		t.Logf("episode %d (fill after %v, full for %v, killed %v after ready): %s", iter, fillAfter, hold, killAfter, l.summary())
@@ -101,7 +117,8 @@ func TestDiskFullLosesNothingAcknowledged(t *testing.T) {
 	if refused == 0 || notReady == 0 {
 		t.Errorf("the disk filled %d times but %d writes were refused and /-/ready was not-ready %d times: the test did not reach a full disk", episodes, refused, notReady)
 	}
-	t.Logf("%d acknowledged values checked, %d writes answered 5xx, /-/ready not ready %d times", ackedTotal, refused, notReady)
+	t.Logf("%d acknowledged values checked, %d writes answered 5xx, /-/ready not ready %d times; the server logged: %d WAL cuts after a failed commit (%d after a panic of the head chunk writer), %d refusals on low space, %d record-pipeline recoveries",
+		ackedTotal, refused, notReady, marks[0], marks[3], marks[1], marks[2])
 }
 
 // TestCrashLoop kills the server with SIGKILL at random moments during
