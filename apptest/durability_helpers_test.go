@@ -123,7 +123,6 @@ type load struct {
 	iter int
 	l    *ledger
 	next *atomic.Int64
-	rng  *rand.Rand
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -234,8 +233,10 @@ func (ld *load) sampleRequest(k writeKind, c int, ids []int64, ws []where) (*htt
 		var wr prompb.WriteRequest
 		for s := range seriesPerRequest {
 			ts := prompb.TimeSeries{Labels: []prompb.Label{
-				{Name: "__name__", Value: metricOf[k]}, {Name: "c", Value: strconv.Itoa(c)},
-				{Name: "it", Value: it}, {Name: "s", Value: strconv.Itoa(s)},
+				{Name: "__name__", Value: metricOf[k]},
+				{Name: "c", Value: strconv.Itoa(c)},
+				{Name: "it", Value: it},
+				{Name: "s", Value: strconv.Itoa(s)},
 			}}
 			for j := range samplesPerSeries {
 				i := s*samplesPerSeries + j

@@ -179,7 +179,6 @@ type writeGuard struct {
 	refuse             atomic.Pointer[refusal]
 	down               atomic.Bool // the last reopen failed: nothing is served
 	kick               chan struct{}
-	startRecoveryOnce  sync.Once
 }
 
 // reset records the positions after an open; the caller holds g.mu or has

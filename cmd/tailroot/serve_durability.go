@@ -16,11 +16,11 @@ func (f minFreeFlag) String() string {
 	if f.v == nil || *f.v < 0 {
 		return "0B"
 	}
-	return bytesFlag{f.v}.String()
+	return bytesFlag(f).String()
 }
 
 func (f minFreeFlag) Set(s string) error {
-	if err := (bytesFlag{f.v}).Set(s); err != nil {
+	if err := bytesFlag(f).Set(s); err != nil {
 		return err
 	}
 	if *f.v == 0 {
