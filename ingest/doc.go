@@ -19,5 +19,9 @@
 // bad item is reported (4xx naming it) while the good items of the same
 // request are kept; decoding finishes before the first append, so a
 // malformed body changes nothing; a crash never counts a record twice in
-// the derived series.
+// the derived series. A 5xx means nothing of the request was stored: 503
+// with Retry-After while a store refuses writes after a failed one
+// (tsdb.ErrUnavailable, ErrRecordsFailed), which clears by itself; the
+// record pipeline recovers its journal and store in-process, as a restart
+// would.
 package ingest

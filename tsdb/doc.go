@@ -9,5 +9,12 @@
 // admin operations of the Prometheus API (snapshot, delete, tombstones).
 //
 // Invariants: every acknowledged append is in the WAL before Commit returns;
-// Close flushes the head so a restart replays nothing twice.
+// Close flushes the head so a restart replays nothing twice. After a failed
+// WAL (or out-of-order WBL) write no write is acknowledged that a restart
+// could lose: commits are serialised, the logs are cut back to the end of
+// the last acknowledged commit at once, writes fail with ErrUnavailable
+// (and Ready says so) until a probe write succeeds and the Prometheus DB has
+// been closed and reopened on a fresh segment; a failed commit leaves
+// nothing behind. Options.MinFreeBytes refuses writes before the disk is
+// full. guard.go explains why a reopen and not a retry.
 package tsdb
