@@ -235,18 +235,27 @@ func (db *DB) Close() error {
 // lease returns the current Prometheus DB with a read lease that release
 // ends, or ErrUnavailable while it is being reopened (or could not be).
 func (db *DB) lease() (pdb *ptsdb.DB, gen uint64, release func(), err error) {
+	pdb, gen, err = db.tryLease()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var once sync.Once
+	return pdb, gen, func() { once.Do(db.mu.RUnlock) }, nil
+}
+
+// tryLease is lease for callers that end it with db.mu.RUnlock themselves.
+func (db *DB) tryLease() (*ptsdb.DB, uint64, error) {
 	if db.draining.Load() || !db.mu.TryRLock() {
-		return nil, 0, nil, fmt.Errorf("%w: the TSDB is being reopened after a failed write", ErrUnavailable)
+		return nil, 0, fmt.Errorf("%w: the TSDB is being reopened after a failed write", ErrUnavailable)
 	}
 	if db.cur == nil {
 		db.mu.RUnlock()
 		if db.closed.Load() {
-			return nil, 0, nil, ErrClosed
+			return nil, 0, ErrClosed
 		}
-		return nil, 0, nil, fmt.Errorf("%w: the TSDB could not be reopened after a failed write yet", ErrUnavailable)
+		return nil, 0, fmt.Errorf("%w: the TSDB could not be reopened after a failed write yet", ErrUnavailable)
 	}
-	var once sync.Once
-	return db.cur, db.gen, func() { once.Do(db.mu.RUnlock) }, nil
+	return db.cur, db.gen, nil
 }
 
 // Querier implements storage.Queryable.

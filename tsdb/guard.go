@@ -91,9 +91,14 @@ func untagRef(ref storage.SeriesRef, gen uint64) storage.SeriesRef {
 
 // logPos is where a write log ended after the last successful commit.
 type logPos struct {
-	dir string
-	seg int // -1: no segment existed
-	off int64
+	dir       string
+	seg       int // -1: no segment existed
+	off       int64
+	cur, next string // paths of segments seg and seg+1
+}
+
+func (p *logPos) setSeg(i int) {
+	p.seg, p.cur, p.next = i, wlog.SegmentName(p.dir, i), wlog.SegmentName(p.dir, i+1)
 }
 
 func currentPos(dir string) (logPos, error) {
@@ -105,15 +110,15 @@ func currentPos(dir string) (logPos, error) {
 	if err != nil {
 		return p, fmt.Errorf("list segments of %s: %w", dir, err)
 	}
-	p.seg = last
 	if last < 0 {
 		return p, nil
 	}
+	p.setSeg(last)
 	return p, p.stat()
 }
 
 func (p *logPos) stat() error {
-	fi, err := os.Stat(wlog.SegmentName(p.dir, p.seg))
+	fi, err := os.Stat(p.cur)
 	if err != nil {
 		return fmt.Errorf("stat wal segment: %w", err)
 	}
@@ -130,10 +135,10 @@ func (p *logPos) advance() error {
 		return err
 	}
 	for {
-		if _, err := os.Stat(wlog.SegmentName(p.dir, p.seg+1)); err != nil {
+		if _, err := os.Stat(p.next); err != nil {
 			break
 		}
-		p.seg++
+		p.setSeg(p.seg + 1)
 	}
 	return p.stat()
 }
@@ -172,13 +177,13 @@ type refusal struct {
 // writeGuard serialises commits and keeps the positions of the last
 // acknowledged write.
 type writeGuard struct {
-	mu                 sync.Mutex
-	wal, wbl           logPos
-	walFails, wblFails float64
-	reg                *ownedRegisterer
-	refuse             atomic.Pointer[refusal]
-	down               atomic.Bool // the last reopen failed: nothing is served
-	kick               chan struct{}
+	mu       sync.Mutex
+	wal, wbl logPos
+	wblFails float64 // the WBL's writes_failed after the last commit
+	reg      *ownedRegisterer
+	refuse   atomic.Pointer[refusal]
+	down     atomic.Bool // the last reopen failed: nothing is served
+	kick     chan struct{}
 }
 
 // reset records the positions after an open; the caller holds g.mu or has
@@ -192,7 +197,7 @@ func (g *writeGuard) reset(dir string, reg *ownedRegisterer) error {
 		return err
 	}
 	g.reg = reg
-	g.walFails, g.wblFails = reg.failedWrites()
+	g.wblFails = reg.wblFailedWrites()
 	return nil
 }
 
@@ -220,8 +225,10 @@ func (g *writeGuard) commit(db *DB, gen uint64, fn func() error) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	err := callRecovering(fn)
-	walF, wblF := g.reg.failedWrites()
-	if err == nil && walF == g.walFails && wblF == g.wblFails {
+	// A failed WAL write fails the commit; a failed WBL write is only
+	// logged by the head, and counted.
+	wblF := g.reg.wblFailedWrites()
+	if err == nil && wblF == g.wblFails {
 		if err = errors.Join(g.wal.advance(), g.wbl.advance()); err == nil {
 			return nil
 		}
@@ -229,7 +236,7 @@ func (g *writeGuard) commit(db *DB, gen uint64, fn func() error) error {
 	if err == nil {
 		err = errors.New("write to the out-of-order WBL failed")
 	}
-	g.walFails, g.wblFails = walF, wblF
+	g.wblFails = wblF
 	db.failures.Inc()
 	cutErr := errors.Join(g.wal.cut(), g.wbl.cut())
 	g.refuse.Store(&refusal{err: err, since: time.Now(), reopen: true})
@@ -435,11 +442,11 @@ func (db *DB) AppenderV2(ctx context.Context) storage.AppenderV2 {
 	if err := db.w.refused(); err != nil {
 		return errAppender{err}
 	}
-	pdb, gen, release, err := db.lease()
+	pdb, gen, err := db.tryLease()
 	if err != nil {
 		return errAppender{err}
 	}
-	return &appenderV2{db: db, gen: gen, release: release, app: pdb.AppenderV2(ctx)}
+	return &appenderV2{db: db, gen: gen, app: pdb.AppenderV2(ctx)}
 }
 
 // Appender implements storage.Appendable (the v1 interface the Prometheus
@@ -453,11 +460,20 @@ func (db *DB) Appender(ctx context.Context) storage.Appender {
 	return &appenderV1{Appender: pdb.Appender(ctx), db: db, gen: gen, release: release}
 }
 
+// appenderV2 holds a lease (a read lock of db.mu) until Commit or
+// Rollback; like any appender it is used by one goroutine.
 type appenderV2 struct {
-	db      *DB
-	gen     uint64
-	release func()
-	app     storage.AppenderV2
+	db       *DB
+	gen      uint64
+	app      storage.AppenderV2
+	released bool
+}
+
+func (a *appenderV2) release() {
+	if !a.released {
+		a.released = true
+		a.db.mu.RUnlock()
+	}
 }
 
 func (a *appenderV2) Append(ref storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AOptions) (storage.SeriesRef, error) {
@@ -558,19 +574,17 @@ var (
 type ownedRegisterer struct {
 	reg prometheus.Registerer
 
-	mu                   sync.Mutex
-	owned                []prometheus.Collector
-	walFailed, wblFailed prometheus.Collector
+	mu        sync.Mutex
+	owned     []prometheus.Collector
+	wblFailed prometheus.Collector
+	ch        chan prometheus.Metric // reused by wblFailedWrites
 }
 
 func newOwnedRegisterer(reg prometheus.Registerer) *ownedRegisterer {
-	return &ownedRegisterer{reg: reg}
+	return &ownedRegisterer{reg: reg, ch: make(chan prometheus.Metric, 4)}
 }
 
-const (
-	walFailedName = `"prometheus_tsdb_wal_writes_failed_total"`
-	wblFailedName = `"prometheus_tsdb_out_of_order_wbl_writes_failed_total"`
-)
+const wblFailedName = `"prometheus_tsdb_out_of_order_wbl_writes_failed_total"`
 
 func (r *ownedRegisterer) Register(c prometheus.Collector) error {
 	if err := r.reg.Register(c); err != nil {
@@ -582,10 +596,7 @@ func (r *ownedRegisterer) Register(c prometheus.Collector) error {
 	ch := make(chan *prometheus.Desc)
 	go func() { c.Describe(ch); close(ch) }()
 	for d := range ch {
-		switch s := d.String(); {
-		case strings.Contains(s, walFailedName):
-			r.walFailed = c
-		case strings.Contains(s, wblFailedName):
+		if strings.Contains(d.String(), wblFailedName) {
 			r.wblFailed = c
 		}
 	}
@@ -610,27 +621,21 @@ func (r *ownedRegisterer) unregisterAll() {
 	for _, c := range r.owned {
 		r.reg.Unregister(c)
 	}
-	r.owned, r.walFailed, r.wblFailed = nil, nil, nil
+	r.owned, r.wblFailed = nil, nil
 }
 
-// failedWrites reads the writes_failed counters of the WAL and the WBL.
-func (r *ownedRegisterer) failedWrites() (wal, wbl float64) {
+// wblFailedWrites reads the WBL's writes_failed counter.
+func (r *ownedRegisterer) wblFailedWrites() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return counterValue(r.walFailed), counterValue(r.wblFailed)
-}
-
-func counterValue(c prometheus.Collector) float64 {
-	if c == nil {
+	if r.wblFailed == nil {
 		return 0
 	}
-	ch := make(chan prometheus.Metric, 4)
-	c.Collect(ch)
-	close(ch)
+	r.wblFailed.Collect(r.ch)
 	var v float64
-	for m := range ch {
+	for len(r.ch) > 0 {
 		var d dto.Metric
-		if m.Write(&d) == nil && d.Counter != nil {
+		if (<-r.ch).Write(&d) == nil && d.Counter != nil {
 			v += d.Counter.GetValue()
 		}
 	}
