@@ -392,12 +392,12 @@ func (db *DB) Compact(ctx context.Context) error {
 // tombstones go through the WAL, so Delete is a write: it is refused while
 // writes are, and a failed one stops writes as a failed commit does.
 func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error {
-	pdb, gen, release, err := db.lease()
+	pdb, _, release, err := db.lease()
 	if err != nil {
 		return err
 	}
 	defer release()
-	return db.w.commit(db, gen, func() error { return pdb.Delete(ctx, mint, maxt, ms...) })
+	return db.w.commit(db, func() error { return pdb.Delete(ctx, mint, maxt, ms...) }, nil)
 }
 
 var (

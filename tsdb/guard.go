@@ -211,19 +211,38 @@ func (g *writeGuard) refused() error {
 
 // commit runs fn (a Commit, Rollback or Delete of the Prometheus DB of
 // generation gen) as the only writer, and turns any failure into a refusal.
-func (g *writeGuard) commit(db *DB, gen uint64, fn func() error) error {
+// rollback, if not nil, ends the appender when fn is refused: the head
+// creates series at Append, and only a Commit or Rollback logs their
+// records, so an appender left open would leave series that later samples
+// refer to but the WAL does not know.
+func (g *writeGuard) commit(db *DB, fn, rollback func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.refused(); err != nil {
-		return err
+	if r := g.refuse.Load(); r != nil {
+		// While a reopen is pending the WAL must not be written at all:
+		// the reopened head forgets these series anyway.
+		if !r.reopen && rollback != nil {
+			_ = g.run(db, rollback)
+		}
+		return g.refused()
 	}
 	if err := db.checkFree(); err != nil {
 		g.refuse.Store(&refusal{err: err, since: time.Now()})
 		db.refusing.Set(1)
 		db.logger.Warn("tsdb: refusing writes until the disk has room again", "err", err)
 		g.kickRecovery()
+		if rollback != nil {
+			_ = g.run(db, rollback)
+		}
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	return g.run(db, fn)
+}
+
+// run runs one write; on success it records where the logs end, on
+// failure it cuts them back there and refuses writes until a reopen. The
+// caller holds g.mu.
+func (g *writeGuard) run(db *DB, fn func() error) error {
 	err := callRecovering(fn)
 	// A failed WAL write fails the commit; a failed WBL write is only
 	// logged by the head, and counted.
@@ -500,12 +519,12 @@ func (a *appenderV2) GetRef(ls labels.Labels, hash uint64) (storage.SeriesRef, l
 
 func (a *appenderV2) Commit() error {
 	defer a.release()
-	return a.db.w.commit(a.db, a.gen, a.app.Commit)
+	return a.db.w.commit(a.db, a.app.Commit, a.app.Rollback)
 }
 
 func (a *appenderV2) Rollback() error {
 	defer a.release()
-	return a.db.w.commit(a.db, a.gen, a.app.Rollback)
+	return a.db.w.commit(a.db, a.app.Rollback, a.app.Rollback)
 }
 
 type appenderV1 struct {
@@ -517,12 +536,12 @@ type appenderV1 struct {
 
 func (a *appenderV1) Commit() error {
 	defer a.release()
-	return a.db.w.commit(a.db, a.gen, a.Appender.Commit)
+	return a.db.w.commit(a.db, a.Appender.Commit, a.Appender.Rollback)
 }
 
 func (a *appenderV1) Rollback() error {
 	defer a.release()
-	return a.db.w.commit(a.db, a.gen, a.Appender.Rollback)
+	return a.db.w.commit(a.db, a.Appender.Rollback, a.Appender.Rollback)
 }
 
 // errAppender refuses everything with err.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -106,11 +107,15 @@ func readAll(t *testing.T, q storage.Queryable) map[int64]sampleKey {
 func checkLedger(t *testing.T, what string, got map[int64]sampleKey, l *ledger) {
 	t.Helper()
 	lost, wrong, resurrected := 0, 0, 0
+	var examples []string
 	for id, k := range l.acked {
 		g, ok := got[id]
 		switch {
 		case !ok:
 			lost++
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("%d %s@%d", id, k.series, k.t))
+			}
 		case g != k:
 			wrong++
 		}
@@ -121,8 +126,8 @@ func checkLedger(t *testing.T, what string, got map[int64]sampleKey, l *ledger) 
 		}
 	}
 	if lost+wrong+resurrected > 0 {
-		t.Errorf("%s: %d of %d acknowledged samples lost, %d at the wrong series or time, %d of %d samples of failed commits present",
-			what, lost, len(l.acked), wrong, resurrected, len(l.failed))
+		t.Errorf("%s: %d of %d acknowledged samples lost (e.g. %v), %d at the wrong series or time, %d of %d samples of failed commits present",
+			what, lost, len(l.acked), examples, wrong, resurrected, len(l.failed))
 	}
 }
 
@@ -152,7 +157,7 @@ func testWriteFailure(t *testing.T, rng *rand.Rand, minFree int64) {
 	opts.Dir = dir
 	opts.RecoverInterval = 20 * time.Millisecond
 	opts.ProbeBytes = 256 << 10
-	db, err := Open(opts, nil, nil)
+	db, err := Open(opts, slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,10 +266,18 @@ func testWriteFailure(t *testing.T, rng *rand.Rand, minFree int64) {
 	_ = os.Remove(filepath.Join(crashed, "lock"))
 	copts := opts
 	copts.Dir = crashed
-	cdb, err := Open(copts, nil, nil)
+	cdb, err := Open(copts, slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cdb.Close()
 	checkLedger(t, "after a crash", readAll(t, cdb), l)
+}
+
+// tlogWriter sends log lines to the test log.
+type tlogWriter struct{ t *testing.T }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
 }
