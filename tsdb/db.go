@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	ptsdb "github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/wlog"
 )
 
 // Options configures the series store. Every field says what its zero value
@@ -94,7 +95,9 @@ type DB struct {
 	draining atomic.Bool // a reopen waits for the leases to end
 	cur      *ptsdb.DB   // nil while a reopen failed
 	stats    *ptsdb.DBStats
-	gen      uint64 // incremented by every reopen; tags series refs
+	gen      uint64                             // incremented by every reopen; tags series refs
+	head     atomic.Pointer[ptsdb.Head]         // of the last open, for Head during a reopen
+	wn       atomic.Pointer[wlog.WriteNotified] // set again on every reopen
 
 	w writeGuard
 
@@ -202,6 +205,10 @@ func (db *DB) open() error {
 		return fmt.Errorf("open tsdb %s: %w", db.opts.Dir, err)
 	}
 	db.cur, db.stats = pdb, stats
+	db.head.Store(pdb.Head())
+	if wn := db.wn.Load(); wn != nil {
+		pdb.SetWriteNotified(*wn)
+	}
 	if err := db.w.reset(db.opts.Dir, db.reg); err != nil {
 		_ = pdb.Close()
 		db.cur = nil
@@ -307,16 +314,19 @@ func (db *DB) StartTime() (int64, error) {
 	return pdb.StartTime()
 }
 
-// Head returns the head block of the current Prometheus DB, or nil while it
-// is being reopened. It is for statistics: the head it returns is closed by
-// the next reopen.
-func (db *DB) Head() *ptsdb.Head {
-	pdb, _, release, err := db.lease()
-	if err != nil {
-		return nil
+// Head returns the head block of the current Prometheus DB (during a
+// reopen, of the last one). It is for statistics such as MinTime and
+// MaxTime: the head it returns is closed by the next reopen.
+func (db *DB) Head() *ptsdb.Head { return db.head.Load() }
+
+// SetWriteNotified sets what is notified after every commit (the WAL
+// watcher of remote write); it carries over reopens.
+func (db *DB) SetWriteNotified(wn wlog.WriteNotified) {
+	db.wn.Store(&wn)
+	if pdb, _, release, err := db.lease(); err == nil {
+		pdb.SetWriteNotified(wn)
+		release()
 	}
-	defer release()
-	return pdb.Head()
 }
 
 // Stats implements the Prometheus API's status/tsdb source.

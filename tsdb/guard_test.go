@@ -281,3 +281,21 @@ func (w tlogWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+func TestRefTags(t *testing.T) {
+	for _, tc := range []struct {
+		ref       storage.SeriesRef
+		gen, read uint64
+		want      storage.SeriesRef
+	}{
+		{ref: 42, gen: 0, read: 0, want: 42},
+		{ref: 42, gen: 3, read: 3, want: 42},
+		{ref: 42, gen: 0, read: 1, want: 0}, // a ref from before a reopen is dropped
+		{ref: 42, gen: 2, read: 1, want: 0},
+		{ref: 0, gen: 5, read: 5, want: 0},
+	} {
+		if got := untagRef(tagRef(tc.ref, tc.gen), tc.read); got != tc.want {
+			t.Errorf("ref %d of generation %d read in generation %d: got %d, want %d", tc.ref, tc.gen, tc.read, got, tc.want)
+		}
+	}
+}
