@@ -299,3 +299,68 @@ func TestRefTags(t *testing.T) {
 		}
 	}
 }
+
+// TestReopenWaitsForQueriers: after a failed write the reopen waits for an
+// open querier (reads stay valid), refuses new ones meanwhile, reports
+// itself unhealthy once DrainTimeout has passed, and reopens as soon as the
+// querier is closed.
+func TestReopenWaitsForQueriers(t *testing.T) {
+	dir := diskfull.Mount(t, 16<<20)
+	opts := DefaultOptions()
+	opts.Dir = dir
+	opts.MinFreeBytes = -1
+	opts.RecoverInterval = 10 * time.Millisecond
+	opts.DrainTimeout = 100 * time.Millisecond
+	opts.ProbeBytes = 64 << 10
+	db, err := Open(opts, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l := &ledger{acked: map[int64]sampleKey{}, failed: map[int64]bool{}}
+	var next atomic.Int64
+	t0 := time.Now().UnixMilli()
+	if err := writeBatch(db, 0, 10, t0, &next, l); err != nil {
+		t.Fatal(err)
+	}
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ballast, err := diskfull.Fill(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); db.Ready() == nil && i < 10000; i++ {
+		if err := writeBatch(db, 0, 3000, t0+i, &next, l); err != nil && !errors.Is(err, ErrUnavailable) {
+			t.Fatal(err)
+		}
+	}
+	if db.Ready() == nil {
+		t.Fatal("no write failed on a full disk")
+	}
+	if err := ballast.Free(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if db.Ready() == nil {
+		t.Fatal("reopened while a querier was open")
+	}
+	if db.Healthy() == nil {
+		t.Fatal("healthy although the reopen has waited longer than DrainTimeout")
+	}
+	if _, err := db.Querier(0, 1); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("new querier during the drain: %v, want ErrUnavailable", err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for db.Ready() != nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := errors.Join(db.Ready(), db.Healthy()); err != nil {
+		t.Fatalf("not reopened after the querier closed: %v", err)
+	}
+	checkLedger(t, "after the reopen", readAll(t, db), l)
+}
