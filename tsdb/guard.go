@@ -338,14 +338,22 @@ func (db *DB) recoverLoop() {
 			return
 		case <-db.w.kick:
 		}
-		// Compactions truncate the WAL, which flushes the poisoned page;
-		// the reopened DB has them enabled again.
-		if pdb, _, release, err := db.lease(); err == nil {
-			pdb.DisableCompactions()
-			release()
-		}
 		t := time.NewTicker(db.opts.RecoverInterval)
-		for !db.tryReopen() {
+		disabled := false
+		for {
+			// After a failed write, compactions would truncate the WAL,
+			// which flushes the poisoned page; the reopened DB has them
+			// enabled again. A refusal on low space leaves them on.
+			if r := db.w.refuse.Load(); !disabled && r != nil && r.reopen {
+				if pdb, _, release, err := db.lease(); err == nil {
+					pdb.DisableCompactions()
+					release()
+					disabled = true
+				}
+			}
+			if db.tryReopen() {
+				break
+			}
 			select {
 			case <-db.stopc:
 				t.Stop()
