@@ -93,6 +93,10 @@ fuzz: ## run every fuzz target for $(FUZZTIME) each
 		done; \
 	done
 
+.PHONY: soak
+soak: ## kill -9 the real server 100 times during mixed ingest and check every acknowledged value (TAILROOT_SOAK=1)
+	TAILROOT_SOAK=1 $(GO) test -timeout 30m -count=1 -run '^TestCrashLoop$$' -v ./apptest/
+
 .PHONY: bench
 bench: ## run benchmarks (6 counts) into bench.txt; compare runs with `go tool benchstat`
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt

@@ -90,6 +90,10 @@ type Options struct {
 	// under this node's external labels (or loop through a Thanos Query
 	// this node reads).
 	Queryable storage.Queryable
+	// Ready and Healthy back /-/ready and /-/healthy: a non-nil error
+	// answers 503 with it. Ready fails while writes are refused, Healthy
+	// while nothing can be served. Nil means always.
+	Ready, Healthy func() error
 }
 
 // noOrigin matches no Origin header: CORS off.
@@ -202,14 +206,8 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	promAPI.Register(apiRouter.WithPrefix("/api/v1"))
 
 	r := s.router
-	r.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("tailroot is Healthy.\n"))
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("tailroot is Ready.\n"))
-	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/-/healthy", probe("Healthy", opts.Healthy)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/-/ready", probe("Ready", opts.Ready)).Methods(http.MethodGet, http.MethodHead)
 	if opts.Reload != nil {
 		r.HandleFunc("/-/reload", func(w http.ResponseWriter, _ *http.Request) {
 			if err := opts.Reload(); err != nil {

@@ -28,4 +28,9 @@
 // than allocated. Writes without their real Content-Type are refused (415):
 // a cross-site browser POST can send none or text/plain without a CORS
 // preflight.
+// the derived series. A 5xx means nothing of the request was stored: 503
+// with Retry-After while a store refuses writes after a failed one
+// (tsdb.ErrUnavailable, ErrRecordsFailed), which clears by itself; the
+// record pipeline recovers its journal and store in-process, as a restart
+// would.
 package ingest

@@ -212,11 +212,11 @@ func (h *OTLPMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			err = convErr
 		}
-		h.fail(w, f, http.StatusInternalServerError, fmt.Errorf("append OTLP metrics: %w", err))
+		h.fail(w, f, storeStatus(w, err), fmt.Errorf("append OTLP metrics: %w", err))
 		return
 	}
 	if err := app.Commit(); err != nil {
-		h.fail(w, f, http.StatusInternalServerError, fmt.Errorf("commit OTLP metrics: %w", err))
+		h.fail(w, f, storeStatus(w, err), fmt.Errorf("commit OTLP metrics: %w", err))
 		return
 	}
 	h.written.WithLabelValues("sample").Add(float64(app.samples))

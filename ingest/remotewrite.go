@@ -172,7 +172,7 @@ func (h *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case res.fatal != nil:
-		h.fail(w, version, http.StatusInternalServerError, res.fatal)
+		h.fail(w, version, storeStatus(w, res.fatal), res.fatal)
 	case res.bad.count > 0:
 		h.fail(w, version, http.StatusBadRequest, res.bad.err())
 	default:

@@ -50,6 +50,10 @@ type RecordsOptions struct {
 	// CheckpointInterval is how often the derived state is checkpointed,
 	// the journal emptied and retention applied. Zero means 1m.
 	CheckpointInterval time.Duration
+	// RecoverInterval is how often, after a failed write to the journal or
+	// the record store, the pipeline tries to recover its files (a batch
+	// arriving also tries, at most this often). Zero means 1s.
+	RecoverInterval time.Duration
 	// MaxJournalBytes checkpoints early when the journal grows past it.
 	// Zero means 64 MiB.
 	MaxJournalBytes int64
@@ -103,6 +107,9 @@ func (o RecordsOptions) withDefaults() RecordsOptions {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Minute
 	}
+	if o.RecoverInterval <= 0 {
+		o.RecoverInterval = time.Second
+	}
 	if o.MaxJournalBytes <= 0 {
 		o.MaxJournalBytes = 64 << 20
 	}
@@ -136,8 +143,9 @@ var (
 	// ErrRecordsClosed is returned by Append after Close.
 	ErrRecordsClosed = errors.New("records pipeline closed")
 	// ErrRecordsFailed is wrapped by every Append after a write to the
-	// journal or the record store failed: what reached the disk is then
-	// unknown until a restart recovers it, so nothing more is accepted.
+	// journal or the record store failed, until the pipeline has recovered
+	// its files as a restart would (retried every RecoverInterval, and
+	// before each batch); nothing of a batch that got it is acknowledged.
 	ErrRecordsFailed = errors.New("records pipeline failed")
 )
 
@@ -179,12 +187,15 @@ type Records struct {
 	journal  *journal
 	seq      uint64
 	failed   error
+	lastTry  time.Time // last recovery attempt after failed
 	lastFull int64
 	// abandoned makes the worker exit without flushing or checkpointing,
 	// as a killed process would; only tests set it.
 	abandoned bool
 
 	cutoff atomic.Int64 // retention: records before it are refused, Unix ms
+	// failedErr mirrors failed for Ready, outside the worker.
+	failedErr atomic.Pointer[error]
 
 	m recordsMetrics
 }
@@ -199,6 +210,7 @@ type recordsMetrics struct {
 	overflow      prometheus.Gauge
 	labelSets     prometheus.Gauge
 	unresolved    prometheus.Counter
+	recoveries    prometheus.Counter
 }
 
 type submission struct {
@@ -282,6 +294,10 @@ func newRecordsMetrics(reg prometheus.Registerer) recordsMetrics {
 		labelSets: f.NewGauge(prometheus.GaugeOpts{
 			Name: "tailroot_records_series_label_sets",
 			Help: "Distinct label sets of the derived series.",
+		}),
+		recoveries: f.NewCounter(prometheus.CounterOpts{
+			Name: "tailroot_records_recoveries_total",
+			Help: "Times the pipeline recovered its journal and store after a failed write, without a restart.",
 		}),
 		unresolved: f.NewCounter(prometheus.CounterOpts{
 			Name: "tailroot_records_recovery_unresolved_total",
@@ -404,8 +420,14 @@ func (p *Records) run() {
 	}
 	ckpt := time.NewTicker(p.opts.CheckpointInterval)
 	defer ckpt.Stop()
+	retry := time.NewTicker(p.opts.RecoverInterval)
+	defer retry.Stop()
 	for {
 		select {
+		case <-retry.C:
+			if p.failed != nil {
+				p.tryRecover()
+			}
 		case s := <-p.subs:
 			group := []*submission{s}
 			n := len(s.items)
@@ -454,7 +476,7 @@ func (p *Records) commit(group []*submission) {
 			s.done <- err
 		}
 	}
-	if p.failed != nil {
+	if p.failed != nil && !p.tryRecover() {
 		reply(fmt.Errorf("%w: %v", ErrRecordsFailed, p.failed))
 		return
 	}
@@ -517,8 +539,49 @@ func (p *Records) commit(group []*submission) {
 }
 
 func (p *Records) fail(err error) {
-	p.logger.Error("records: write failed; refusing appends until restart, which recovers the journal", "err", err)
+	p.logger.Error("records: write failed; refusing appends until the journal and the store are recovered", "err", err)
 	p.failed = err
+	p.failedErr.Store(&err)
+	p.lastTry = time.Now()
+}
+
+// tryRecover rebuilds the pipeline's files and state after a failed write
+// as a restart would: the record store reloads its files if it refuses, and
+// the derived state is rebuilt from the checkpoint plus the journal entries
+// whose records reached the store, then checkpointed (which needs the disk
+// to take writes again). It is tried at most once per RecoverInterval and
+// reports whether the pipeline accepts batches.
+func (p *Records) tryRecover() bool {
+	if p.failed == nil {
+		return true
+	}
+	if time.Since(p.lastTry) < p.opts.RecoverInterval {
+		return false
+	}
+	p.lastTry = time.Now()
+	if err := p.store.Recover(); err != nil {
+		p.logger.Debug("records: store not recovered yet", "err", err)
+		return false
+	}
+	_ = p.journal.close() // reopened by recover
+	if err := p.recover(); err != nil {
+		p.logger.Debug("records: journal not recovered yet", "err", err)
+		return false
+	}
+	p.logger.Info("records: recovered after a failed write; accepting batches again", "failed_with", p.failed)
+	p.failed = nil
+	p.failedErr.Store(nil)
+	p.m.recoveries.Inc()
+	return true
+}
+
+// Ready returns nil while batches are accepted, or the write failure that
+// makes them refused until recovery.
+func (p *Records) Ready() error {
+	if e := p.failedErr.Load(); e != nil {
+		return fmt.Errorf("%w: %v", ErrRecordsFailed, *e)
+	}
+	return nil
 }
 
 // flushSeries appends the derived series; full appends every series, not

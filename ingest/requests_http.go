@@ -154,7 +154,7 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 		p.m.rejected.WithLabelValues("requests").Add(float64(res.RejectedCount))
 	}
 	if err := p.Append(r.Context(), "requests", items); err != nil {
-		code := http.StatusInternalServerError
+		code := storeStatus(w, err)
 		if errors.Is(err, records.ErrOutOfRetention) {
 			code = http.StatusBadRequest
 		}

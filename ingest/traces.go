@@ -192,7 +192,7 @@ func (h *Traces) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.p.m.rejected.WithLabelValues("traces").Add(float64(len(rejected)))
 	}
 	if err := h.p.Append(r.Context(), "traces", items); err != nil {
-		code := http.StatusServiceUnavailable
+		code := storeStatus(w, err)
 		if errors.Is(err, records.ErrOutOfRetention) {
 			code = http.StatusBadRequest
 		}

@@ -18,4 +18,12 @@
 // metadata is not acknowledged data: the store keeps the newest entry per
 // family, bounded, written every 10 s and at Close (metadata.go says what
 // a crash can lose).
+// After a failed
+// WAL (or out-of-order WBL) write no write is acknowledged that a restart
+// could lose: commits are serialised, the logs are cut back to the end of
+// the last acknowledged commit at once, writes fail with ErrUnavailable
+// (and Ready says so) until a probe write succeeds and the Prometheus DB has
+// been closed and reopened on a fresh segment; a failed commit leaves
+// nothing behind. Options.MinFreeBytes refuses writes before the disk is
+// full. guard.go explains why a reopen and not a retry.
 package tsdb

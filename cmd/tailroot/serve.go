@@ -125,6 +125,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	blockFlags(fs, c)
 	addStoreFlags(fs, &c.stores)
 	c.limitFlags(fs)
+	addDurabilityFlags(fs, c)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -319,6 +320,7 @@ func serve(args []string) error {
 		reloadEndpoint = reload.reload
 	}
 
+	ready, healthy := probes(db, recs)
 	srv := api.New(db, engine, api.Handlers{RemoteWrite: rw, Extra: extra}, api.Options{
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
@@ -331,6 +333,8 @@ func serve(args []string) error {
 		Reload:        reloadEndpoint,
 		Queryable:     global,
 		CORSOrigin:    c.limits.cors,
+		Ready:         ready,
+		Healthy:       healthy,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},

@@ -16,7 +16,9 @@
 // Invariants: Append returns only after every record of the batch is in a
 // fsynced write-ahead log; a crash loses no record whose Append returned, and
 // reopening drops a torn last WAL entry but refuses a WAL corrupted in the
-// middle. Stages of every stored record sum to its end-to-end time exactly.
+// middle. A failed write is cut off the WAL; after a failed sync Append
+// refuses until Recover reloads the files as Open would. Stages of every
+// stored record sum to its end-to-end time exactly.
 // Files are time-partitioned (Options.PartitionDuration) and partitions never
 // overlap, so Select orders by sorting one partition at a time.
 //
