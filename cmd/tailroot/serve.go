@@ -29,6 +29,7 @@ import (
 	simrequests "github.com/tailroot/tailroot/sim/requests"
 	"github.com/tailroot/tailroot/tsdb"
 	"github.com/tailroot/tailroot/tsdb/evidence"
+	"github.com/tailroot/tailroot/tsdb/forward"
 )
 
 // bytesFlag parses sizes such as 512MB or 1GiB, as Prometheus flags do.
@@ -63,6 +64,7 @@ type serveConfig struct {
 	seriesLabels, promoteAttrs           string
 	reportS3                             api.S3Options
 	evidence                             evidence.Options
+	forward                              forward.Options
 	shutdownTimeout                      time.Duration
 }
 
@@ -111,6 +113,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	addForwardFlags(fs, c)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -179,6 +182,11 @@ func serve(args []string) error {
 			logger.Error("close tsdb", "err", err)
 		}
 	}()
+	stopForwarding, err := startForwarding(c, db, cfgHolder, logger.With("component", "remote_write"), reg)
+	if err != nil {
+		return err
+	}
+	defer stopForwarding()
 
 	// The request-record pipeline opens before the query engine: the
 	// engine's attribution functions read its store.

@@ -1,0 +1,159 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/storage/remote"
+)
+
+// Options configures the forwarder. Every field says what its zero value
+// means; start from DefaultOptions.
+type Options struct {
+	// Dir is the TSDB data directory; the WAL watchers read Dir/wal.
+	// Required.
+	Dir string
+	// FlushDeadline is how long Close waits for the queues to deliver the
+	// samples they already hold before dropping them. Zero or negative means
+	// one minute, Prometheus' --storage.remote.flush-deadline default.
+	FlushDeadline time.Duration
+	// DrainTimeout is how long Close waits for the watchers to read the WAL
+	// up to the newest appended sample before the queues are stopped. Zero
+	// means FlushDeadline; negative means no wait (Prometheus' behaviour).
+	DrainTimeout time.Duration
+	// HeadMaxTime returns the newest timestamp in the TSDB's head; Close
+	// drains until every queue has sent a sample that new. Nil means no
+	// drain wait.
+	HeadMaxTime func() int64
+	// Logger receives the queue managers' logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the prometheus_remote_storage_* and
+	// prometheus_wal_watcher_* metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// DefaultOptions returns a one minute flush deadline and a drain bounded by
+// it, as Prometheus' defaults.
+func DefaultOptions() Options {
+	return Options{FlushDeadline: time.Minute}
+}
+
+// Forwarder is the set of remote-write queues of the configuration in
+// force. It implements wlog.WriteNotified so the TSDB can wake its watchers
+// after each commit (tsdb.DB.SetWriteNotified).
+type Forwarder struct {
+	opts    Options
+	storage *remote.Storage
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	queues int
+	closed bool
+	// appliedMs is when the queues were last (re)configured: their watchers
+	// forward only samples stamped after it, so Close waits for no older one.
+	appliedMs int64
+}
+
+// New starts a forwarder with no queues; ApplyConfig starts them.
+func New(opts Options) (*Forwarder, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("forward: data dir is empty")
+	}
+	if opts.FlushDeadline <= 0 {
+		opts.FlushDeadline = time.Minute
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = opts.FlushDeadline
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	// No scrape manager: RW 1.0 metadata comes from scrape targets, which a
+	// push-only server has none of; RW 2.0 sends the metadata records of the
+	// WAL instead. The start-time callback only serves remote read.
+	startTime := func() (int64, error) { return math.MaxInt64, nil }
+	st := remote.NewStorage(logger, opts.Registerer, startTime, opts.Dir, opts.FlushDeadline, nil, false)
+	return &Forwarder{opts: opts, storage: st, logger: logger}, nil
+}
+
+// ApplyConfig starts, replaces or stops queues so that they match the
+// remote_write section and external labels of c. A queue whose entry and
+// the external labels are unchanged keeps running (its client is swapped
+// for new credentials). It is what a configuration reload calls; on error
+// the queues already in force keep running.
+func (f *Forwarder) ApplyConfig(c *config.Config) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errors.New("forward: apply config after close")
+	}
+	if err := f.storage.ApplyConfig(c); err != nil {
+		return fmt.Errorf("apply remote_write config: %w", err)
+	}
+	f.queues = len(c.RemoteWriteConfigs)
+	f.appliedMs = time.Now().UnixMilli()
+	if f.queues > 0 {
+		f.logger.Info("forwarding to remote_write endpoints", "queues", f.queues, "external_labels", c.GlobalConfig.ExternalLabels.String())
+	}
+	return nil
+}
+
+// Notify wakes the WAL watchers; the TSDB calls it after every commit. It
+// never blocks.
+func (f *Forwarder) Notify() { f.storage.Notify() }
+
+// LowestSentTimestamp is the oldest of the queues' newest sent timestamps
+// (milliseconds); 0 when no queue runs.
+func (f *Forwarder) LowestSentTimestamp() int64 { return f.storage.LowestSentTimestamp() }
+
+// Close lets the watchers catch up with the WAL (up to DrainTimeout), then
+// stops the queues, which deliver what they hold for up to FlushDeadline.
+// Callers stop appending first.
+func (f *Forwarder) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	queues, since := f.queues, f.appliedMs
+	f.mu.Unlock()
+	if queues > 0 && f.opts.HeadMaxTime != nil && f.opts.DrainTimeout > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), f.opts.DrainTimeout)
+		if err := f.drain(ctx, since); err != nil {
+			f.logger.Warn("remote_write queues did not catch up before stopping; unsent samples stay in the local TSDB only", "err", err, "lowest_sent_ms", f.LowestSentTimestamp(), "head_max_ms", f.opts.HeadMaxTime())
+		}
+		cancel()
+	}
+	if err := f.storage.Close(); err != nil {
+		return fmt.Errorf("close remote storage: %w", err)
+	}
+	return nil
+}
+
+// drain waits until every queue has sent a sample as new as the head's
+// newest one, unless that sample is older than since (the watchers skip it).
+func (f *Forwarder) drain(ctx context.Context, since int64) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		f.Notify()
+		maxT := f.opts.HeadMaxTime()
+		if maxT <= since || f.LowestSentTimestamp() >= maxT {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drain: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
