@@ -53,7 +53,7 @@ type Forwarder struct {
 	storage *remote.Storage
 	logger  *slog.Logger
 
-	mu      sync.Mutex
+	mu     sync.Mutex
 	queues int
 	closed bool
 	// appliedMs is when the queues were last (re)configured: their watchers
