@@ -32,6 +32,11 @@ type Options struct {
 	// drains until every queue has sent a sample that new. Nil means no
 	// drain wait.
 	HeadMaxTime func() int64
+	// NotifyInterval is how often the watchers are woken even without a
+	// write: a commit that lands while a watcher is still reading has its
+	// notification skipped, and Prometheus' watcher then waits up to 15s
+	// before it looks again. Zero means one second; negative means never.
+	NotifyInterval time.Duration
 	// Logger receives the queue managers' logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the prometheus_remote_storage_* and
@@ -40,9 +45,9 @@ type Options struct {
 }
 
 // DefaultOptions returns a one minute flush deadline and a drain bounded by
-// it, as Prometheus' defaults.
+// it, as Prometheus' defaults, and a one second wake-up.
 func DefaultOptions() Options {
-	return Options{FlushDeadline: time.Minute}
+	return Options{FlushDeadline: time.Minute, NotifyInterval: time.Second}
 }
 
 // Forwarder is the set of remote-write queues of the configuration in
@@ -52,6 +57,9 @@ type Forwarder struct {
 	opts    Options
 	storage *remote.Storage
 	logger  *slog.Logger
+
+	stop chan struct{}
+	done chan struct{}
 
 	mu     sync.Mutex
 	queues int
@@ -72,6 +80,9 @@ func New(opts Options) (*Forwarder, error) {
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = opts.FlushDeadline
 	}
+	if opts.NotifyInterval == 0 {
+		opts.NotifyInterval = time.Second
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -81,7 +92,26 @@ func New(opts Options) (*Forwarder, error) {
 	// WAL instead. The start-time callback only serves remote read.
 	startTime := func() (int64, error) { return math.MaxInt64, nil }
 	st := remote.NewStorage(logger, opts.Registerer, startTime, opts.Dir, opts.FlushDeadline, nil, false)
-	return &Forwarder{opts: opts, storage: st, logger: logger}, nil
+	f := &Forwarder{opts: opts, storage: st, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
+	go f.wake()
+	return f, nil
+}
+
+func (f *Forwarder) wake() {
+	defer close(f.done)
+	if f.opts.NotifyInterval < 0 {
+		return
+	}
+	tick := time.NewTicker(f.opts.NotifyInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-tick.C:
+			f.storage.Notify()
+		}
+	}
 }
 
 // ApplyConfig starts, replaces or stops queues so that they match the
@@ -133,21 +163,34 @@ func (f *Forwarder) Close() error {
 		}
 		cancel()
 	}
+	close(f.stop)
+	<-f.done
 	if err := f.storage.Close(); err != nil {
 		return fmt.Errorf("close remote storage: %w", err)
 	}
 	return nil
 }
 
-// drain waits until every queue has sent a sample as new as the head's
-// newest one, unless that sample is older than since (the watchers skip it).
+// drain waits until every queue has sent a sample from the same second as
+// the head's newest one (the queues keep their newest sent timestamp in
+// whole seconds), unless that sample is older than since (the watchers skip
+// it). A last notification and a short grace then let the watchers read the
+// rest of that second's records; Close's queue stop sends what they read.
 func (f *Forwarder) drain(ctx context.Context, since int64) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		f.Notify()
 		maxT := f.opts.HeadMaxTime()
-		if maxT <= since || f.LowestSentTimestamp() >= maxT {
+		if maxT <= since {
+			return nil
+		}
+		if f.LowestSentTimestamp() >= maxT-maxT%1000 {
+			f.Notify()
+			select {
+			case <-ctx.Done():
+			case <-time.After(drainGrace):
+			}
 			return nil
 		}
 		select {
@@ -157,3 +200,7 @@ func (f *Forwarder) drain(ctx context.Context, since int64) error {
 		}
 	}
 }
+
+// drainGrace is how long a drain waits after the newest second was sent;
+// the watcher reads what remains of a segment in well under it.
+const drainGrace = 200 * time.Millisecond
