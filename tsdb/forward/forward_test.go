@@ -57,17 +57,18 @@ func loadConfig(t *testing.T, yaml string) *config.Config {
 	return c
 }
 
-// appendSeries appends n samples to each series, value 1000*series+i at
-// t0+i*step ms, one commit per sample index, and returns when each sample
-// was appended keyed like the recorder keys them.
-func appendSeries(t *testing.T, db *tsdb.DB, series []labels.Labels, t0 int64, n int, md metadata.Metadata) map[rwtest.Key]float64 {
+// appendSeries appends n samples to each series j, value base+1e6*j+i at
+// t0+100i ms, one commit per i, and returns the samples keyed as the
+// recorder keys them. Values are unique per sample when bases differ by
+// at least n.
+func appendSeries(t *testing.T, db *tsdb.DB, series []labels.Labels, t0 int64, n int, base float64, md metadata.Metadata) map[rwtest.Key]float64 {
 	t.Helper()
 	want := map[rwtest.Key]float64{}
 	for i := 0; i < n; i++ {
 		app := db.AppenderV2(context.Background())
 		for j, ls := range series {
 			ts := t0 + int64(i)*100
-			v := float64(1000*j + i)
+			v := base + 1e6*float64(j) + float64(i)
 			if _, err := app.Append(0, ls, 0, ts, v, nil, nil, storage.AOptions{Metadata: md, MetricFamilyName: ls.Get("__name__")}); err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +130,7 @@ remote_write:
 	}
 	// The watcher forwards samples stamped after it started; stamp ahead.
 	t0 := time.Now().Add(time.Second).UnixMilli()
-	sent := appendSeries(t, db, series, t0, 50, metadata.Metadata{})
+	sent := appendSeries(t, db, series, t0, 50, 0, metadata.Metadata{})
 	want := map[rwtest.Key]float64{}
 	for k, v := range sent {
 		ls, err := parseSeries(k.Series)
