@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,6 +181,8 @@ remote_write:
 	want := map[string][]fwPoint{}
 	var phaseMu sync.Mutex
 	phase := "before"
+	// paused holds the writer while tailroot itself restarts.
+	var paused sync.Mutex
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -192,6 +195,8 @@ remote_write:
 				return
 			case <-tick.C:
 			}
+			paused.Lock()
+			paused.Unlock()
 			ms := time.Now().UnixMilli()
 			req := &prompb.WriteRequest{}
 			for i := 0; i < fwSeries; i++ {
@@ -241,6 +246,12 @@ remote_write:
 	pr.Start(t)
 	setPhase("after")
 	time.Sleep(5 * time.Second)
+	// A clean restart of tailroot while the writer runs up to the stop:
+	// what was ingested before is sent before the exit and not again after.
+	paused.Lock()
+	app.Restart(t)
+	paused.Unlock()
+	time.Sleep(3 * time.Second)
 	close(stop)
 	<-done
 	if len(lat.err) > 0 {
@@ -300,6 +311,19 @@ remote_write:
 	for _, h := range thanosRec.Headers() {
 		if h.Get("THANOS-TENANT") != "team-a" {
 			t.Fatalf("a request to Thanos Receive lacked THANOS-TENANT: team-a: %v", h)
+		}
+	}
+
+	// tailroot's own remote-storage metrics, per queue.
+	_, metricsText := app.Get(t, "/metrics", nil)
+	for _, m := range []string{
+		`prometheus_remote_storage_samples_total{remote_name="thanos"`,
+		`prometheus_remote_storage_samples_total{remote_name="prometheus"`,
+		`prometheus_remote_storage_queue_highest_timestamp_seconds{remote_name="thanos"`,
+		`prometheus_wal_watcher_current_segment{consumer=`,
+	} {
+		if !strings.Contains(string(metricsText), m) {
+			t.Errorf("tailroot's /metrics lacks %s", m)
 		}
 	}
 
