@@ -44,8 +44,17 @@ test-deps: ## install the Debian packages the tests need (root)
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+.PHONY: peers
+peers: ## build the peer servers the end-to-end tests start (Thanos, Prometheus 3.16; cached, minutes when cold)
+	../shared/tools/peers/build-thanos.sh
+	../shared/tools/peers/build-peers.sh
+
+.PHONY: soak
+soak: peers ## forwarding with the receivers stopped for 5 minutes instead of 30 s
+	TAILROOT_SOAK=1 $(GO) test -timeout 20m -count=1 -v -run 'TestForwardToThanosReceiveAndPrometheus' ./apptest/
+
 .PHONY: test
-test: test-deps ## install test dependencies, run every test, smoke-run the benchmarks, test the plugin frontend
+test: test-deps peers ## install test dependencies, build the peers, run every test, smoke-run the benchmarks, test the plugin frontend
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 -run '^$$' -bench . -benchtime=1x ./... > /dev/null

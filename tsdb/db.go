@@ -33,18 +33,26 @@ type Options struct {
 	// MinBlockDuration is the head block span before it is compacted to disk.
 	// Zero means the Prometheus default of 2h.
 	MinBlockDuration time.Duration
+	// MetadataWALRecords writes a series' metadata (type, help, unit) into
+	// the WAL whenever an append carries metadata that differs from what the
+	// series had, so that remote write 2.0 forwarding, which reads the WAL,
+	// sends it (Prometheus' metadata-wal-records). False keeps metadata out
+	// of the WAL; forwarded series then arrive without it.
+	MetadataWALRecords bool
 	// NoLockfile disables the directory lock file; only tests set it.
 	NoLockfile bool
 }
 
 // DefaultOptions returns the options tailroot serves with unless told
 // otherwise: 15 days of retention, no size cap, a 30 minute out-of-order
-// window (agents flush their disk queues late) and 100k exemplars.
+// window (agents flush their disk queues late), 100k exemplars and metadata
+// in the WAL (a record only when a series' metadata changes).
 func DefaultOptions() Options {
 	return Options{
-		Retention:        15 * 24 * time.Hour,
-		OutOfOrderWindow: 30 * time.Minute,
-		MaxExemplars:     100000,
+		Retention:          15 * 24 * time.Hour,
+		OutOfOrderWindow:   30 * time.Minute,
+		MaxExemplars:       100000,
+		MetadataWALRecords: true,
 	}
 }
 
@@ -91,6 +99,7 @@ func Open(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*DB, er
 	po.EnableExemplarStorage = opts.MaxExemplars > 0
 	po.MaxExemplars = opts.MaxExemplars
 	po.NoLockfile = opts.NoLockfile
+	po.EnableMetadataWALRecords = opts.MetadataWALRecords
 	// Start timestamps are not stored: that needs the experimental XOR2 chunk
 	// encoding, and blocks must stay readable by Thanos and Mimir.
 

@@ -87,9 +87,10 @@ func New(opts Options) (*Forwarder, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	// No scrape manager: RW 1.0 metadata comes from scrape targets, which a
-	// push-only server has none of; RW 2.0 sends the metadata records of the
-	// WAL instead. The start-time callback only serves remote read.
+	// No scrape manager: Prometheus sends RW 1.0 metadata from its scrape
+	// cache, which a push-only server has none of (the queue then sends no
+	// metadata); RW 2.0 queues send the metadata records of the WAL. The
+	// start-time callback only serves remote read.
 	startTime := func() (int64, error) { return math.MaxInt64, nil }
 	st := remote.NewStorage(logger, opts.Registerer, startTime, opts.Dir, opts.FlushDeadline, nil, false)
 	f := &Forwarder{opts: opts, storage: st, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
