@@ -308,6 +308,11 @@ remote_write:
 	if p := promRec.Protocols(); p["v2"] == 0 || p["v1"] != 0 {
 		t.Errorf("Prometheus queue protocols %v, want remote write 2.0 only", p)
 	}
+	// Remote write 2.0 carries metadata from the WAL: the derived series'
+	// families, as tailroot's /api/v1/metadata reports them.
+	if md := promRec.Metadata()["tailroot_tail_requests_total"]; md.Type != "counter" || md.Help == "" {
+		t.Errorf("Prometheus queue sent metadata %+v for tailroot_tail_requests_total, want a counter with help", md)
+	}
 	for _, h := range thanosRec.Headers() {
 		if h.Get("THANOS-TENANT") != "team-a" {
 			t.Fatalf("a request to Thanos Receive lacked THANOS-TENANT: team-a: %v", h)
