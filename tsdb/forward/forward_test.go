@@ -21,7 +21,13 @@ import (
 )
 
 // setup opens a TSDB and a forwarder over its WAL, wired as serve wires them.
-func setup(t *testing.T) (*tsdb.DB, *forward.Forwarder, *prometheus.Registry) {
+func setup(t testing.TB) (*tsdb.DB, *forward.Forwarder, *prometheus.Registry) {
+	t.Helper()
+	return setupWith(t, 5*time.Second, 0)
+}
+
+// setupWith is setup with the given flush deadline and drain timeout.
+func setupWith(t testing.TB, flush, drain time.Duration) (*tsdb.DB, *forward.Forwarder, *prometheus.Registry) {
 	t.Helper()
 	o := tsdb.DefaultOptions()
 	o.Dir = t.TempDir()
@@ -33,7 +39,8 @@ func setup(t *testing.T) (*tsdb.DB, *forward.Forwarder, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	fo := forward.DefaultOptions()
 	fo.Dir = db.Dir()
-	fo.FlushDeadline = 5 * time.Second
+	fo.FlushDeadline = flush
+	fo.DrainTimeout = drain
 	fo.HeadMaxTime = func() int64 { return db.Head().MaxTime() }
 	fo.Registerer = reg
 	f, err := forward.New(fo)
@@ -48,7 +55,7 @@ func setup(t *testing.T) (*tsdb.DB, *forward.Forwarder, *prometheus.Registry) {
 	return db, f, reg
 }
 
-func loadConfig(t *testing.T, yaml string) *config.Config {
+func loadConfig(t testing.TB, yaml string) *config.Config {
 	t.Helper()
 	c, err := config.Load(yaml, nil)
 	if err != nil {
