@@ -35,10 +35,12 @@
 //     write-behind log (wbl), which no watcher reads. Both are Prometheus'
 //     own rules.
 //   - Outage length. Head compaction truncates the WAL without asking the
-//     watchers: the lower two thirds of the segments go, which with 2h blocks
-//     keeps about the last hour. A receiver outage is therefore always
-//     survived for about one hour and, depending on where it falls between
-//     two compactions (every 2h), for up to three; past that the watcher
-//     finds its next segment deleted, restarts at the current time, and the
-//     samples in between are not forwarded (they stay in tailroot).
+//     watchers: the lower two thirds of the segments go, which at rates that
+//     fill many 128 MiB segments per 2h keeps about the last hour. A receiver
+//     outage is therefore always survived for about one hour and, depending
+//     on where it falls between two compactions (every 2h), for up to three;
+//     longer at low rates (TestOutageBoundIsWALTruncation). Past that the
+//     watcher finds its next segment deleted, restarts at the newest segment
+//     and the current time, and the samples in between are not forwarded
+//     (they stay in tailroot).
 package forward
