@@ -15,7 +15,7 @@ import (
 // Prometheus names them.
 func addForwardFlags(fs *flag.FlagSet, c *serveConfig) {
 	c.forward = forward.DefaultOptions()
-	fs.DurationVar(&c.forward.FlushDeadline, "storage.remote.flush-deadline", c.forward.FlushDeadline, "how long to wait, on shutdown or reload, for the remote_write queues to send what they hold")
+	fs.DurationVar(&c.forward.FlushDeadline, "storage.remote.flush-deadline", c.forward.FlushDeadline, "on shutdown, how long to wait for the remote_write queues to catch up with the WAL, and then again for them to send what they hold (a queue a reload replaces gets the second wait)")
 }
 
 // startForwarding starts the remote_write queues of the configuration in
