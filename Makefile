@@ -46,8 +46,9 @@ test-deps: ## install the Debian packages the tests need (root)
 
 .PHONY: peers
 peers: ## build the peer servers the end-to-end tests start (Thanos, Prometheus 3.16; cached, minutes when cold)
-	../shared/tools/peers/build-thanos.sh
-	../shared/tools/peers/build-peers.sh
+	@set -e; for s in build-thanos.sh build-peers.sh; do p=../shared/tools/peers/$$s; \
+		if [ -x $$p ]; then $$p; else echo "peers: $$p not found; tests that need Thanos or Prometheus will skip"; fi; \
+	done
 
 .PHONY: soak
 soak: peers ## forwarding with the receivers stopped for 5 minutes instead of 30 s

@@ -181,8 +181,9 @@ remote_write:
 	want := map[string][]fwPoint{}
 	var phaseMu sync.Mutex
 	phase := "before"
-	// paused holds the writer while tailroot itself restarts.
-	var paused sync.Mutex
+	// paused holds the writer while tailroot itself restarts: each write
+	// holds it for reading.
+	var paused sync.RWMutex
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -195,8 +196,7 @@ remote_write:
 				return
 			case <-tick.C:
 			}
-			paused.Lock()
-			paused.Unlock()
+			paused.RLock()
 			ms := time.Now().UnixMilli()
 			req := &prompb.WriteRequest{}
 			for i := 0; i < fwSeries; i++ {
@@ -211,6 +211,7 @@ remote_write:
 			phaseMu.Unlock()
 			start := time.Now()
 			_, err := c.Store(context.Background(), body, 0)
+			paused.RUnlock()
 			lat.add(ph, time.Since(start), err)
 			if err == nil {
 				for i := 0; i < fwSeries; i++ {
