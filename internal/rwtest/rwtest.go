@@ -46,18 +46,20 @@ type Recorder struct {
 	values   map[Key]float64
 	headers  []http.Header
 	metadata map[string]Metadata
-	requests int
-	protos   map[string]int
+	requests  int
+	protos    map[string]int
+	exemplars map[Key]float64
 }
 
 // New returns an empty recorder passing requests on to upstream (empty for
 // none).
 func New(upstream string) *Recorder {
-	return &Recorder{Upstream: upstream, acks: map[Key]int{}, values: map[Key]float64{}, metadata: map[string]Metadata{}, protos: map[string]int{}}
+	return &Recorder{Upstream: upstream, acks: map[Key]int{}, values: map[Key]float64{}, metadata: map[string]Metadata{}, protos: map[string]int{}, exemplars: map[Key]float64{}}
 }
 
 type decoded struct {
-	samples  map[Key]float64
+	samples   map[Key]float64
+	exemplars map[Key]float64
 	order    []Key
 	metadata map[string]Metadata
 	proto    string
@@ -69,7 +71,7 @@ func decode(contentType string, body []byte) (*decoded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snappy: %w", err)
 	}
-	d := &decoded{samples: map[Key]float64{}, metadata: map[string]Metadata{}}
+	d := &decoded{samples: map[Key]float64{}, exemplars: map[Key]float64{}, metadata: map[string]Metadata{}}
 	add := func(ls labels.Labels, t int64, v float64) {
 		k := Key{Series: ls.String(), T: t}
 		d.samples[k] = v
@@ -94,6 +96,9 @@ func decode(contentType string, body []byte) (*decoded, error) {
 			for _, h := range ts.Histograms {
 				d.hist++
 				add(ls, h.Timestamp, h.ToFloatHistogram().Count)
+			}
+			for _, e := range ts.Exemplars {
+				d.exemplars[Key{Series: ls.String(), T: e.Timestamp}] = e.Value
 			}
 			if ts.Metadata.Type != 0 || ts.Metadata.HelpRef != 0 {
 				m, err := ts.ToMetadata(req.Symbols)
@@ -122,6 +127,9 @@ func decode(contentType string, body []byte) (*decoded, error) {
 		for _, h := range ts.Histograms {
 			d.hist++
 			add(ls, h.Timestamp, h.ToFloatHistogram().Count)
+		}
+		for _, e := range ts.Exemplars {
+			d.exemplars[Key{Series: ls.String(), T: e.Timestamp}] = e.Value
 		}
 	}
 	for _, m := range req.Metadata {
@@ -187,6 +195,9 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	for n, m := range d.metadata {
 		r.metadata[n] = m
 	}
+	for k, v := range d.exemplars {
+		r.exemplars[k] = v
+	}
 	r.mu.Unlock()
 	w.WriteHeader(status)
 }
@@ -225,6 +236,18 @@ func (r *Recorder) Metadata() map[string]Metadata {
 	defer r.mu.Unlock()
 	m := make(map[string]Metadata, len(r.metadata))
 	for k, v := range r.metadata {
+		m[k] = v
+	}
+	return m
+}
+
+// Exemplars returns the exemplars seen, keyed by their series and
+// timestamp, with their values.
+func (r *Recorder) Exemplars() map[Key]float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := make(map[Key]float64, len(r.exemplars))
+	for k, v := range r.exemplars {
 		m[k] = v
 	}
 	return m

@@ -131,6 +131,13 @@ func (f *Forwarder) ApplyConfig(c *config.Config) error {
 	}
 	f.queues = len(c.RemoteWriteConfigs)
 	f.appliedMs = time.Now().UnixMilli()
+	for _, rw := range c.RemoteWriteConfigs {
+		// Prometheus' default, but tailroot's latency series are native
+		// histograms: say so rather than drop them quietly.
+		if !rw.SendNativeHistograms {
+			f.logger.Warn("remote_write entry does not set send_native_histograms: true; native histograms (tailroot's latency and derived series) are not forwarded to it", "url", rw.URL.Redacted(), "name", rw.Name)
+		}
+	}
 	if f.queues > 0 {
 		f.logger.Info("forwarding to remote_write endpoints", "queues", f.queues, "external_labels", c.GlobalConfig.ExternalLabels.String())
 	}
