@@ -20,6 +20,9 @@ import (
 
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/prompb"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/tailroot/tailroot/internal/rwtest"
 	"github.com/tailroot/tailroot/sim/requests"
@@ -237,6 +240,40 @@ remote_write:
 		t.Fatal(err)
 	}
 
+	// OTLP metrics: a counter and an exponential histogram.
+	otlpAt := time.Now().Truncate(time.Millisecond)
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "vllm")
+	rm.Resource().Attributes().PutStr("service.instance.id", "gpu-node-1:8000")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	sm := ms.AppendEmpty()
+	sm.SetName("vllm.request.success")
+	sum := sm.SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := sum.DataPoints().AppendEmpty()
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(otlpAt))
+	dp.SetIntValue(42)
+	hm := ms.AppendEmpty()
+	hm.SetName("gen_ai.server.time_to_first_token")
+	hm.SetUnit("s")
+	eh := hm.SetEmptyExponentialHistogram()
+	eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	ep := eh.DataPoints().AppendEmpty()
+	ep.SetTimestamp(pcommon.NewTimestampFromTime(otlpAt))
+	ep.SetScale(2)
+	ep.Positive().BucketCounts().FromRaw([]uint64{1, 2})
+	ep.SetCount(3)
+	ep.SetSum(2.5)
+	js, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, resp := postBody(t, app, "/api/v1/otlp/v1/metrics", "application/json", js, nil); code != http.StatusOK {
+		t.Fatalf("POST OTLP metrics: %d %s", code, resp)
+	}
+
 	time.Sleep(10 * time.Second)
 	setPhase("during")
 	t.Logf("stopping Thanos Receive and Prometheus for %s", outage)
@@ -390,6 +427,16 @@ remote_write:
 		if v := remote.Scalar(t, hq, at); v != local {
 			t.Errorf("%s: %s = %v, tailroot says %v (native histograms)", name, hq, v, local)
 		}
+		// What came in over OTLP.
+		if v := remote.Scalar(t, `last_over_time(vllm_request_success_total{job="vllm", instance="gpu-node-1:8000", node="n1"}[1h])`, at); v != 42 {
+			t.Errorf("%s: OTLP counter %v, want 42", name, v)
+		}
+		if v := remote.Scalar(t, `histogram_count(last_over_time(gen_ai_server_time_to_first_token_seconds{job="vllm"}[1h]))`, at); v != 3 {
+			t.Errorf("%s: OTLP exponential histogram count %v, want 3", name, v)
+		}
+	}
+	if md := promRec.Metadata()["vllm_request_success_total"]; md.Type != "counter" {
+		t.Errorf("Prometheus queue sent metadata %+v for the OTLP counter, want type counter", md)
 	}
 }
 
