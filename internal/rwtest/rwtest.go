@@ -41,11 +41,11 @@ type Recorder struct {
 	// receiver that is restarting does.
 	Down atomic.Bool
 
-	mu       sync.Mutex
-	acks     map[Key]int
-	values   map[Key]float64
-	headers  []http.Header
-	metadata map[string]Metadata
+	mu        sync.Mutex
+	acks      map[Key]int
+	values    map[Key]float64
+	headers   []http.Header
+	metadata  map[string]Metadata
 	requests  int
 	protos    map[string]int
 	exemplars map[Key]float64
@@ -60,10 +60,10 @@ func New(upstream string) *Recorder {
 type decoded struct {
 	samples   map[Key]float64
 	exemplars map[Key]float64
-	order    []Key
-	metadata map[string]Metadata
-	proto    string
-	hist     int
+	order     []Key
+	metadata  map[string]Metadata
+	proto     string
+	hist      int
 }
 
 func decode(contentType string, body []byte) (*decoded, error) {
