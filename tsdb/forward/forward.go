@@ -56,6 +56,7 @@ func DefaultOptions() Options {
 type Forwarder struct {
 	opts    Options
 	storage *remote.Storage
+	reg     *capture
 	logger  *slog.Logger
 
 	stop chan struct{}
@@ -67,6 +68,9 @@ type Forwarder struct {
 	// appliedMs is when the queues were last (re)configured: their watchers
 	// forward only samples stamped after it, so Close waits for no older one.
 	appliedMs int64
+	// minCapacity is the smallest queue_config.capacity (samples per
+	// shard) of the queues in force.
+	minCapacity int
 }
 
 // New starts a forwarder with no queues; ApplyConfig starts them.
@@ -92,8 +96,9 @@ func New(opts Options) (*Forwarder, error) {
 	// metadata); RW 2.0 queues send the metadata records of the WAL. The
 	// start-time callback only serves remote read.
 	startTime := func() (int64, error) { return math.MaxInt64, nil }
-	st := remote.NewStorage(logger, opts.Registerer, startTime, opts.Dir, opts.FlushDeadline, nil, false)
-	f := &Forwarder{opts: opts, storage: st, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
+	reg := &capture{next: opts.Registerer}
+	st := remote.NewStorage(logger, reg, startTime, opts.Dir, opts.FlushDeadline, nil, false)
+	f := &Forwarder{opts: opts, storage: st, reg: reg, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
 	go f.wake()
 	return f, nil
 }
@@ -131,7 +136,9 @@ func (f *Forwarder) ApplyConfig(c *config.Config) error {
 	}
 	f.queues = len(c.RemoteWriteConfigs)
 	f.appliedMs = time.Now().UnixMilli()
+	f.minCapacity = math.MaxInt
 	for _, rw := range c.RemoteWriteConfigs {
+		f.minCapacity = min(f.minCapacity, rw.QueueConfig.Capacity)
 		// Prometheus' default, but tailroot's latency series are native
 		// histograms: say so rather than drop them quietly.
 		if !rw.SendNativeHistograms {
@@ -179,36 +186,80 @@ func (f *Forwarder) Close() error {
 	return nil
 }
 
-// drain waits until every queue has sent a sample from the same second as
-// the head's newest one (the queues keep their newest sent timestamp in
-// whole seconds), unless that sample is older than since (the watchers skip
-// it). A last notification and a short grace then let the watchers read the
-// rest of that second's records; Close's queue stop sends what they read.
+// drain returns once the watchers have read the WAL to its end and the
+// queues hold nothing unsent, or every queue has sent a sample from the
+// same second as the head's newest one (the queues keep their newest sent
+// timestamp in whole seconds); samples older than since are skipped by the
+// watchers and not waited for. A queue whose receiver is down keeps samples
+// pending, so drain then runs until ctx ends.
 func (f *Forwarder) drain(ctx context.Context, since int64) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
 	for {
-		f.Notify()
 		maxT := f.opts.HeadMaxTime()
 		if maxT <= since {
 			return nil
 		}
 		if f.LowestSentTimestamp() >= maxT-maxT%1000 {
+			// The newest second went out; let the watchers read the rest of
+			// that second's records, which the queues' stop then sends.
 			f.Notify()
 			select {
 			case <-ctx.Done():
-			case <-time.After(drainGrace):
+			case <-time.After(drainWindow):
 			}
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("drain: %w", ctx.Err())
-		case <-tick.C:
+		idle, err := f.idle(ctx)
+		if err != nil {
+			return err
+		}
+		if idle {
+			return nil
 		}
 	}
 }
 
-// drainGrace is how long a drain waits after the newest second was sent;
-// the watcher reads what remains of a segment in well under it.
-const drainGrace = 200 * time.Millisecond
+// idle wakes the watchers throughout drainWindow (a watcher that was not
+// yet waiting misses a notification) and reports whether, over it, none of
+// them read a record or waited for room in a full queue, with fewer samples
+// pending than one shard holds, so none can be full: the WAL has been read
+// to its end, and the queues' stop sends what they hold without waiting for
+// the batch deadline. Idleness, not timestamps, says a queue is done, since
+// relabelling may have dropped the newest samples.
+func (f *Forwarder) idle(ctx context.Context) (bool, error) {
+	read := func() (float64, float64, float64, error) {
+		r, err1 := f.reg.sum("prometheus_wal_watcher_records_read_total")
+		q, err2 := f.reg.sum("prometheus_remote_storage_enqueue_retries_total")
+		p1, err3 := f.reg.sum("prometheus_remote_storage_samples_pending")
+		p2, err4 := f.reg.sum("prometheus_remote_storage_histograms_pending")
+		return r, q, p1 + p2, errors.Join(err1, err2, err3, err4)
+	}
+	r0, q0, _, err := read()
+	if err != nil {
+		return false, fmt.Errorf("read queue metrics: %w", err)
+	}
+	tick := time.NewTicker(drainWindow / 10)
+	defer tick.Stop()
+	end := time.After(drainWindow)
+	for waiting := true; waiting; {
+		f.Notify()
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("drain: %w", ctx.Err())
+		case <-end:
+			waiting = false
+		case <-tick.C:
+		}
+	}
+	r1, q1, pending, err := read()
+	if err != nil {
+		return false, fmt.Errorf("read queue metrics: %w", err)
+	}
+	f.mu.Lock()
+	capacity := f.minCapacity
+	f.mu.Unlock()
+	return r1 == r0 && q1 == q0 && pending < float64(capacity), nil
+}
+
+// drainWindow is how long a drain watches the queues for activity; a
+// notified watcher reads what remains of a segment in well under it.
+const drainWindow = 250 * time.Millisecond

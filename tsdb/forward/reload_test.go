@@ -87,3 +87,38 @@ func TestApplyConfigReload(t *testing.T) {
 		t.Fatal("duplicate remote_write entries were accepted")
 	}
 }
+
+// TestCloseDrainsWithoutWaitingForDroppedSamples: when relabelling drops
+// the newest samples, a stop still ends as soon as the queue is idle (not
+// after the drain timeout), and the kept samples appended just before it
+// are delivered.
+func TestCloseDrainsWithoutWaitingForDroppedSamples(t *testing.T) {
+	db, f, _ := setupWith(t, 30*time.Second, 0)
+	rec := rwtest.New("")
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	if err := f.ApplyConfig(loadConfig(t, `remote_write:
+  - url: `+srv.URL+`
+    write_relabel_configs: [{source_labels: [__name__], regex: dropped, action: drop}]
+`)); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(time.Second).UnixMilli()
+	appendSeries(t, db, []labels.Labels{labels.FromStrings("__name__", "kept")}, t0, 20, 0, metadata.Metadata{})
+	appendSeries(t, db, []labels.Labels{labels.FromStrings("__name__", "dropped")}, t0+10_000, 20, 0, metadata.Metadata{})
+	start := time.Now()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("Close took %s", took)
+	// Waiting for the dropped samples would take the drain timeout (30s);
+	// waiting for the pending batch, its deadline (the default 5s). The stop
+	// sends the batch itself.
+	if took > 4*time.Second {
+		t.Fatalf("Close took %s; it waited for samples relabelling dropped or for the batch deadline", took)
+	}
+	if got := rec.Count(); got != 20 {
+		t.Fatalf("receiver has %d samples after Close, want the 20 kept ones", got)
+	}
+}
