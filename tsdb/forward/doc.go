@@ -22,8 +22,9 @@
 //
 //   - Start point. A watcher starts at the wall clock: it reads the existing
 //     WAL for series records only and forwards samples whose timestamp is
-//     after the moment it started. A restart therefore never re-sends what
-//     the previous process sent. Close first lets the watcher read the WAL
+//     after the moment it started, and the TSDB starts a fresh segment on
+//     every open. A restart therefore never re-sends what the previous
+//     process sent. Close first lets the watcher read the WAL
 //     to its end (bounded by Options.DrainTimeout) and then gives the queues
 //     Options.FlushDeadline to deliver what they hold, so a clean stop with a
 //     reachable receiver skips nothing; samples still unsent when the process

@@ -25,11 +25,13 @@ type Options struct {
 	// one minute, Prometheus' --storage.remote.flush-deadline default.
 	FlushDeadline time.Duration
 	// DrainTimeout is how long Close waits for the watchers to read the WAL
-	// up to the newest appended sample before the queues are stopped. Zero
+	// to its end (and for a full queue to make room) before the queues are
+	// stopped. Zero
 	// means FlushDeadline; negative means no wait (Prometheus' behaviour).
 	DrainTimeout time.Duration
 	// HeadMaxTime returns the newest timestamp in the TSDB's head; Close
-	// drains until every queue has sent a sample that new. Nil means no
+	// has nothing to drain while it is older than the queues' start, and is
+	// done early once every queue has sent a sample that new. Nil means no
 	// drain wait.
 	HeadMaxTime func() int64
 	// NotifyInterval is how often the watchers are woken even without a
