@@ -91,9 +91,11 @@ func TestOutageLosesNothing(t *testing.T) {
 	}
 	t.Logf("commit latency before the outage p50 %s p99 %s max %s; during p50 %s p99 %s max %s",
 		p(before, .5), p(before, .99), p(before, 1), p(during, .5), p(during, .99), p(during, 1))
-	// A queue that made appends wait would hold a commit for a retry
-	// (≥ 20ms backoff) or until the receiver came back (> 1s).
-	if p(during, 1) > 500*time.Millisecond {
+	// A queue that made appends wait would hold the commits until the
+	// receiver came back, which happens only after they all returned; the
+	// bound only catches a commit stalled on a retry backoff, with room for
+	// a loaded machine.
+	if p(during, 1) > 2*time.Second {
 		t.Fatalf("a commit took %s while the receiver was down", p(during, 1))
 	}
 }
