@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/storage/remote"
+	"go.yaml.in/yaml/v2"
 )
 
 // Options configures the forwarder. Every field says what its zero value
@@ -133,7 +134,14 @@ func (f *Forwarder) ApplyConfig(c *config.Config) error {
 	if f.closed {
 		return errors.New("forward: apply config after close")
 	}
-	if err := f.storage.ApplyConfig(c); err != nil {
+	if err := validate(c); err != nil {
+		return err
+	}
+	// Only the write side: remote_read is served elsewhere, and its errors
+	// must not stop forwarding.
+	wc := *c
+	wc.RemoteReadConfigs = nil
+	if err := f.storage.ApplyConfig(&wc); err != nil {
 		return fmt.Errorf("apply remote_write config: %w", err)
 	}
 	f.queues = len(c.RemoteWriteConfigs)
@@ -149,6 +157,39 @@ func (f *Forwarder) ApplyConfig(c *config.Config) error {
 	}
 	if f.queues > 0 {
 		f.logger.Info("forwarding to remote_write endpoints", "queues", f.queues, "external_labels", c.GlobalConfig.ExternalLabels.String())
+	}
+	return nil
+}
+
+// validate refuses what the remote storage would refuse half-way through
+// applying it (a duplicate entry, a client that cannot be built), which
+// would leave a running queue it no longer tracks: Prometheus checks a
+// configuration before it applies it, and so does a reload here.
+func validate(c *config.Config) error {
+	seen := map[string]int{}
+	for i, rw := range c.RemoteWriteConfigs {
+		b, err := yaml.Marshal(rw)
+		if err != nil {
+			return fmt.Errorf("remote_write[%d] %s: %w", i, rw.URL.Redacted(), err)
+		}
+		if j, dup := seen[string(b)]; dup {
+			return fmt.Errorf("remote_write[%d] %s duplicates remote_write[%d]; duplicate entries are not allowed", i, rw.URL.Redacted(), j)
+		}
+		seen[string(b)] = i
+		if _, err := remote.NewWriteClient("validate", &remote.ClientConfig{
+			URL:              rw.URL,
+			WriteProtoMsg:    rw.ProtobufMessage,
+			Timeout:          rw.RemoteTimeout,
+			HTTPClientConfig: rw.HTTPClientConfig,
+			SigV4Config:      rw.SigV4Config,
+			AzureADConfig:    rw.AzureADConfig,
+			GoogleIAMConfig:  rw.GoogleIAMConfig,
+			Headers:          rw.Headers,
+			RetryOnRateLimit: rw.QueueConfig.RetryOnRateLimit,
+			RoundRobinDNS:    rw.RoundRobinDNS,
+		}); err != nil {
+			return fmt.Errorf("remote_write[%d] %s: %w", i, rw.URL.Redacted(), err)
+		}
 	}
 	return nil
 }

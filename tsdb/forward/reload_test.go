@@ -3,6 +3,7 @@ package forward_test
 import (
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,9 +84,16 @@ func TestApplyConfigReload(t *testing.T) {
 		t.Fatalf("endpoint A removed from the config still got samples: %d, want 20", got)
 	}
 
-	if err := f.ApplyConfig(loadConfig(t, "remote_write:\n  - url: "+srvB.URL+"\n  - url: "+srvB.URL+"\n")); err == nil {
-		t.Fatal("duplicate remote_write entries were accepted")
+	// A refused reload leaves the queues in force running and tracked.
+	time.Sleep(time.Until(time.UnixMilli(last + 50)))
+	err := f.ApplyConfig(loadConfig(t, cfg("two", srvB.URL, srvB.URL)))
+	if err == nil || !strings.Contains(err.Error(), "duplicate") {
+		t.Fatalf("duplicate remote_write entries: error %v, want one saying duplicate", err)
 	}
+	// Tracked, it is woken at once; an orphan would wait for its watcher's
+	// own 15s read timeout.
+	write(300)
+	waitCount(t, recB, 30, 5*time.Second)
 }
 
 // TestCloseDrainsWithoutWaitingForDroppedSamples: when relabelling drops
