@@ -43,7 +43,7 @@ func fwPeer(t *testing.T, name string) string {
 		if d == "" {
 			continue
 		}
-		if p := filepath.Join(d, file); isExec(p) {
+		if p := filepath.Join(d, file); fwIsExec(p) {
 			fwPeerPaths[name] = p
 			return p
 		}
@@ -52,7 +52,7 @@ func fwPeer(t *testing.T, name string) string {
 	root := filepath.Dir(filepath.Dir(self))
 	script := map[string]string{"thanos": "build-thanos.sh", "prometheus": "build-peers.sh"}[name]
 	sp := filepath.Join(root, "..", "shared", "tools", "peers", script)
-	if !isExec(sp) {
+	if !fwIsExec(sp) {
 		t.Skipf("%s not built (%s) and the peer build script %s is missing; run `make peers`", name, file, sp)
 	}
 	t.Logf("building %s with %s (minutes when cold)", name, sp)
@@ -70,13 +70,13 @@ func fwPeer(t *testing.T, name string) string {
 		}
 	}
 	p := fwPeerPaths[name]
-	if !isExec(p) {
+	if !fwIsExec(p) {
 		t.Fatalf("%s printed no %s binary:\n%s", sp, name, out)
 	}
 	return p
 }
 
-func isExec(p string) bool {
+func fwIsExec(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
@@ -100,7 +100,7 @@ func fwStart(t *testing.T, name, bin, ready string, args ...string) *fwProc {
 	t.Cleanup(func() {
 		p.Stop(t)
 		if t.Failed() {
-			t.Logf("%s output:\n%s", name, tail(p.logs.String(), 4000))
+			t.Logf("%s output:\n%s", name, fwTail(p.logs.String(), 4000))
 		}
 	})
 	return p
@@ -121,7 +121,7 @@ func (p *fwProc) Start(t *testing.T) {
 		select {
 		case err := <-p.done:
 			p.cmd = nil
-			t.Fatalf("%s exited before ready: %v\n%s", p.name, err, tail(p.logs.String(), 4000))
+			t.Fatalf("%s exited before ready: %v\n%s", p.name, err, fwTail(p.logs.String(), 4000))
 		default:
 		}
 		if resp, err := http.Get(p.ready); err == nil {
@@ -132,7 +132,7 @@ func (p *fwProc) Start(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s not ready at %s after 90s:\n%s", p.name, p.ready, tail(p.logs.String(), 4000))
+	t.Fatalf("%s not ready at %s after 90s:\n%s", p.name, p.ready, fwTail(p.logs.String(), 4000))
 }
 
 // Stop sends SIGTERM and waits for the exit (SIGKILL after 60s).
@@ -152,7 +152,7 @@ func (p *fwProc) Stop(t *testing.T) {
 	p.cmd = nil
 }
 
-func tail(s string, n int) string {
+func fwTail(s string, n int) string {
 	if len(s) > n {
 		return fmt.Sprintf("…%s", s[len(s)-n:])
 	}

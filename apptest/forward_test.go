@@ -316,7 +316,7 @@ remote_write:
 		acks, _ := r.Acks()
 		got, dup := 0, 0
 		for k, c := range acks {
-			if len(k.Series) > 0 && seriesName(k.Series) == "fwd_seq" {
+			if len(k.Series) > 0 && fwSeriesName(k.Series) == "fwd_seq" {
 				got++
 				if c > 1 {
 					dup++
@@ -440,8 +440,8 @@ remote_write:
 	}
 }
 
-// seriesName is the __name__ of a labels.String() rendering.
-func seriesName(s string) string {
+// fwSeriesName is the __name__ of a labels.String() rendering.
+func fwSeriesName(s string) string {
 	const p = `{__name__="`
 	if len(s) < len(p) || s[:len(p)] != p {
 		return ""
