@@ -45,20 +45,19 @@ test-deps: ## install the Debian packages the tests need (root)
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# Shared peer tools (the Thanos build script) live beside the checkout.
+# Shared peer tools (the Thanos and Prometheus build scripts) live beside
+# the checkout, as in CI.
 SHARED       ?= ../shared
 export TAILROOT_SHARED_DIR ?= $(abspath $(SHARED))
 
-.PHONY: test-peers
-test-peers: ## build the Thanos binary the apptest/thanos tests run (cached under ~/.cache/tailroot-peers)
-	@if [ -f $(SHARED)/tools/peers/build-thanos.sh ]; then \
-		bash $(SHARED)/tools/peers/build-thanos.sh >/dev/null; \
-	else \
-		echo "no $(SHARED)/tools/peers/build-thanos.sh: the Thanos end-to-end tests will skip"; \
-	fi
+.PHONY: peers
+peers: ## build the peer servers the end-to-end tests start (Thanos, Prometheus 3.16; cached, minutes when cold)
+	@set -e; for s in build-thanos.sh build-peers.sh; do p=$(SHARED)/tools/peers/$$s; \
+		if [ -f $$p ]; then bash $$p >/dev/null; else echo "peers: $$p not found; tests that need Thanos or Prometheus will skip"; fi; \
+	done
 
 .PHONY: test
-test: test-deps test-peers ## install test dependencies, run every test, smoke-run the benchmarks, test the plugin frontend
+test: test-deps peers ## install test dependencies, build the peers, run every test, smoke-run the benchmarks, test the plugin frontend
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 -run '^$$' -bench . -benchtime=1x ./... > /dev/null
@@ -94,8 +93,8 @@ fuzz: ## run every fuzz target for $(FUZZTIME) each
 	done
 
 .PHONY: soak
-soak: ## kill -9 the real server 100 times during mixed ingest and check every acknowledged value (TAILROOT_SOAK=1)
-	TAILROOT_SOAK=1 $(GO) test -timeout 30m -count=1 -run '^TestCrashLoop$$' -v ./apptest/
+soak: peers ## long runs: kill -9 the server 100 times during mixed ingest, and forwarding with the receivers stopped for 5 minutes (TAILROOT_SOAK=1)
+	TAILROOT_SOAK=1 $(GO) test -timeout 40m -count=1 -v -run '^TestCrashLoop$$|^TestForwardToThanosReceiveAndPrometheus$$' ./apptest/
 
 .PHONY: bench
 bench: ## run benchmarks (6 counts) into bench.txt; compare runs with `go tool benchstat`

@@ -83,6 +83,10 @@ type appender struct {
 	sb      labels.ScratchBuilder
 	exs     []exemplar.Exemplar
 	dups    *dupIndex
+	// meta is the metadata of the series being appended, handed to the
+	// store so that it reaches the WAL (and remote write 2.0 forwarding);
+	// zero when the request carried none for it.
+	meta metadata.Metadata
 }
 
 // dupIndex finds the earlier entries of one request for the same series.
@@ -200,7 +204,7 @@ func (a *appender) sample(ref storage.SeriesRef, ls labels.Labels, st, t int64, 
 			return ref, false
 		}
 	}
-	nref, err := a.app.Append(ref, ls, st, t, v, h, fh, storage.AOptions{})
+	nref, err := a.app.Append(ref, ls, st, t, v, h, fh, storage.AOptions{Metadata: a.meta})
 	if err == nil {
 		return nref, true
 	}
@@ -437,6 +441,7 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 			a.res.bad.add("series %s: has both float samples and histograms", ls.String())
 			continue
 		}
+		a.meta = metadata.Metadata{}
 		if h.md != nil && (ts.Metadata.Type != 0 || ts.Metadata.HelpRef != 0 || ts.Metadata.UnitRef != 0) {
 			m, err := ts.ToMetadata(syms)
 			if err != nil {
@@ -444,6 +449,8 @@ func (h *RemoteWrite) appendV2(ctx context.Context, req *writev2.Request) result
 			} else if err := h.md.Set(familyName(ls.Get(model.MetricNameLabel), m.Type), m); err != nil {
 				a.res.fatal = fmt.Errorf("store metadata: %w", err)
 				return a.finish()
+			} else {
+				a.meta = m
 			}
 		}
 		startRef := ref

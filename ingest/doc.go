@@ -12,7 +12,11 @@
 // In: an HTTP request body and its headers. Out: samples, native
 // histograms, exemplars and metadata appended through a
 // storage.AppendableV2, request records appended to tsdb/records, and a
-// response that says what was written and what was rejected.
+// response that says what was written and what was rejected. Metadata that
+// arrives with a series (remote write 2.0, OTLP, the derived series) goes
+// with its appends too, so the TSDB can log it in the WAL for remote write
+// 2.0 forwarding (tsdb/forward); remote write 1.0 sends metadata apart from
+// the series, so it only reaches the metadata store.
 //
 // Invariants: a request is answered 2xx only after what it carried is
 // durable (the TSDB WAL, the record store's WAL and the derive journal); a

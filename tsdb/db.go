@@ -44,6 +44,12 @@ type Options struct {
 	// before it was uploaded would be missing from the bucket). Values below
 	// MinBlockDuration are raised to it.
 	MaxBlockDuration time.Duration
+	// MetadataWALRecords writes a series' metadata (type, help, unit) into
+	// the WAL whenever an append carries metadata that differs from what the
+	// series had, so that remote write 2.0 forwarding, which reads the WAL,
+	// sends it (Prometheus' metadata-wal-records). False keeps metadata out
+	// of the WAL; forwarded series then arrive without it.
+	MetadataWALRecords bool
 	// NoLockfile disables the directory lock file; only tests set it.
 	NoLockfile bool
 	// RecoverInterval is how often, after a failed write, the store checks
@@ -67,16 +73,18 @@ type Options struct {
 
 // DefaultOptions returns the options tailroot serves with unless told
 // otherwise: 15 days of retention, no size cap, a 30 minute out-of-order
-// window (agents flush their disk queues late) and 100k exemplars.
+// window (agents flush their disk queues late), 100k exemplars and metadata
+// in the WAL (a record only when a series' metadata changes).
 func DefaultOptions() Options {
 	return Options{
-		Retention:        15 * 24 * time.Hour,
-		OutOfOrderWindow: 30 * time.Minute,
-		MaxExemplars:     100000,
-		RecoverInterval:  time.Second,
-		ProbeBytes:       1 << 20,
-		MinFreeBytes:     64 << 20,
-		DrainTimeout:     time.Minute,
+		Retention:          15 * 24 * time.Hour,
+		OutOfOrderWindow:   30 * time.Minute,
+		MaxExemplars:       100000,
+		RecoverInterval:    time.Second,
+		ProbeBytes:         1 << 20,
+		MinFreeBytes:       64 << 20,
+		DrainTimeout:       time.Minute,
+		MetadataWALRecords: true,
 	}
 }
 
@@ -164,6 +172,7 @@ func Open(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*DB, er
 	po.EnableExemplarStorage = opts.MaxExemplars > 0
 	po.MaxExemplars = opts.MaxExemplars
 	po.NoLockfile = opts.NoLockfile
+	po.EnableMetadataWALRecords = opts.MetadataWALRecords
 	// Start timestamps are not stored: that needs the experimental XOR2 chunk
 	// encoding, and blocks must stay readable by Thanos and Mimir.
 

@@ -2,7 +2,8 @@
 // (WAL, head, blocks, compaction, retention, out-of-order window, native
 // histograms, exemplars) and the metric metadata that arrives with writes.
 // Beside it, tsdb/records keeps per-request records and tsdb/evidence the
-// stacks and CUDA timelines node agents push, each with its own retention.
+// stacks and CUDA timelines node agents push, each with its own retention;
+// tsdb/forward tails the WAL to send everything to remote_write endpoints.
 //
 // In: Options (data directory, retention, limits) and appends from ingest.
 // Out: a storage.Queryable / ExemplarQueryable for the query layer and the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,62 +10,41 @@ import (
 	"github.com/tailroot/tailroot/internal/promcfg"
 )
 
-// reloader applies a new configuration to the components that read it
-// (rules, alerting, and whatever else registers), as Prometheus' reload
-// does: the file is loaded first, then every component gets it in order; a
-// file that does not load changes nothing.
+// reloader applies the configuration to the components that read it
+// (remote_write forwarding, the query log, scraping, rules and alerting),
+// as Prometheus' reload does: each component gets the configuration in
+// force when it is added, and every reload (SIGHUP, POST /-/reload) loads
+// the file, refuses it whole if it names keys tailroot cannot honour, and
+// hands it to every component in the order they were added.
 type reloader struct {
 	mu     sync.Mutex
 	holder *promcfg.Holder
 	logger *slog.Logger
-	// validate, when set, refuses a configuration before any component
-	// sees it.
-	validate func(*config.Config) error
-	steps    []reloadStep
 }
 
-type reloadStep struct {
-	name  string
-	apply func(*config.Config) error
+func newReloader(holder *promcfg.Holder, validate func(*config.Config) error, logger *slog.Logger) *reloader {
+	holder.SetValidator(validate)
+	return &reloader{holder: holder, logger: logger}
 }
 
-// add registers a component; it is applied on every reload, in the order
-// added.
-func (r *reloader) add(name string, apply func(*config.Config) error) {
-	r.steps = append(r.steps, reloadStep{name, apply})
-}
-
-// apply gives cfg to every component. All are tried; the errors are joined.
-func (r *reloader) apply(cfg *config.Config) error {
-	if r.validate != nil {
-		if err := r.validate(cfg); err != nil {
-			return err
-		}
+// add applies the configuration in force to a component and registers it
+// for reloads.
+func (r *reloader) add(name string, apply func(*config.Config) error) error {
+	if err := apply(r.holder.Get()); err != nil {
+		return fmt.Errorf("config %s: %s: %w", r.holder.Path(), name, err)
 	}
-	var errs []error
-	for _, s := range r.steps {
-		if err := s.apply(cfg); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
-		}
-	}
-	return errors.Join(errs...)
+	r.holder.AddApplier(promcfg.Applier{Name: name, Apply: apply})
+	return nil
 }
 
-// reload reads the configuration file again and applies it (SIGHUP and
-// POST /-/reload).
+// reload reads the configuration file again and applies it.
 func (r *reloader) reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cfg, err := promcfg.Load(r.holder.Path(), r.logger)
-	if err != nil {
-		r.logger.Error("reload: configuration not loaded; the previous one stays in force", "file", r.holder.Path(), "err", err)
+	if _, err := r.holder.Reload(r.logger); err != nil {
+		r.logger.Error("reload failed", "file", r.holder.Path(), "err", err)
 		return err
 	}
-	if err := r.apply(cfg); err != nil {
-		r.logger.Error("reload: configuration applied with errors", "file", r.holder.Path(), "err", err)
-		return err
-	}
-	r.holder.Set(cfg)
 	r.logger.Info("configuration reloaded", "file", r.holder.Path())
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/discovery"
 
 	"github.com/tailroot/tailroot/api"
@@ -33,6 +34,7 @@ import (
 	simrequests "github.com/tailroot/tailroot/sim/requests"
 	"github.com/tailroot/tailroot/tsdb"
 	"github.com/tailroot/tailroot/tsdb/evidence"
+	"github.com/tailroot/tailroot/tsdb/forward"
 )
 
 // bytesFlag parses sizes such as 512MB or 1GiB, as Prometheus flags do.
@@ -67,6 +69,7 @@ type serveConfig struct {
 	seriesLabels, promoteAttrs           string
 	reportS3                             api.S3Options
 	evidence                             evidence.Options
+	forward                              forward.Options
 	shutdownTimeout                      time.Duration
 	rules                                rulesFlags
 	features                             featureList
@@ -126,6 +129,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addStoreFlags(fs, &c.stores)
 	c.limitFlags(fs)
 	addDurabilityFlags(fs, c)
+	addForwardFlags(fs, c)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -206,6 +210,11 @@ func serve(args []string) error {
 			logger.Error("close tsdb", "err", err)
 		}
 	}()
+	stopForwarding, err := startForwarding(c, db, cfgHolder, logger.With("component", "remote_write"), reg)
+	if err != nil {
+		return err
+	}
+	defer stopForwarding()
 
 	// The request-record pipeline opens before the query engine: the
 	// engine's attribution functions read its store.
@@ -304,12 +313,18 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	reload := &reloader{holder: cfgHolder, logger: logger.With("component", "config"), validate: unsupportedConfig}
-	reload.add("query log", queryLog(engine))
-	reload.add("scrape", scrapes.ApplyConfig)
-	reload.add("rules", rulesEngine.ApplyConfig)
-	if err := reload.apply(cfgHolder.Get()); err != nil {
-		return fmt.Errorf("config %s: %w", cfgHolder.Path(), err)
+	reload := newReloader(cfgHolder, unsupportedConfig, logger.With("component", "config"))
+	for _, step := range []struct {
+		name  string
+		apply func(*config.Config) error
+	}{
+		{"query log", queryLog(engine)},
+		{"scrape", scrapes.ApplyConfig},
+		{"rules", rulesEngine.ApplyConfig},
+	} {
+		if err := reload.add(step.name, step.apply); err != nil {
+			return err
+		}
 	}
 	rulesEngine.Run()
 	defer rulesEngine.Stop()

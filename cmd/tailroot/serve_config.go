@@ -79,9 +79,6 @@ func unsupportedConfig(cfg *config.Config) error {
 	if cfg.OTLPConfig.PromoteScopeMetadata {
 		keys = append(keys, "otlp.promote_scope_metadata")
 	}
-	for _, k := range unsupportedSections(cfg) {
-		keys = append(keys, k)
-	}
 	if len(keys) > 0 {
 		return fmt.Errorf("tailroot cannot honour these configuration keys: %s", strings.Join(keys, ", "))
 	}

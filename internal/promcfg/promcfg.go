@@ -51,9 +51,20 @@ func Load(path string, logger *slog.Logger) (*config.Config, error) {
 
 // Holder keeps the configuration in force. It is safe for concurrent use.
 type Holder struct {
-	mu   sync.RWMutex
-	path string
-	cfg  *config.Config
+	mu       sync.RWMutex
+	path     string
+	cfg      *config.Config
+	appliers []Applier
+	validate func(*config.Config) error
+}
+
+// SetValidator makes Reload refuse, before any component sees it, a
+// configuration v rejects (keys the server cannot honour); the
+// configuration in force is kept.
+func (h *Holder) SetValidator(v func(*config.Config) error) {
+	h.mu.Lock()
+	h.validate = v
+	h.mu.Unlock()
 }
 
 // NewHolder returns a holder for the file at path (empty for defaults),
@@ -83,12 +94,23 @@ func (h *Holder) Set(c *config.Config) {
 	h.mu.Unlock()
 }
 
-// Reload reads the file again; on error the configuration in force is kept.
+// Reload reads the file again and hands it to the registered appliers
+// (AddApplier). A file that does not load keeps the configuration in force;
+// a component that refuses it keeps its previous one and is named in the
+// error, while the others and the Holder move on, as Prometheus' reload does.
 func (h *Holder) Reload(logger *slog.Logger) (*config.Config, error) {
 	c, err := Load(h.path, logger)
 	if err != nil {
 		return nil, err
 	}
+	h.mu.RLock()
+	v := h.validate
+	h.mu.RUnlock()
+	if v != nil {
+		if err := v(c); err != nil {
+			return nil, fmt.Errorf("config %s: %w", h.path, err)
+		}
+	}
 	h.Set(c)
-	return c, nil
+	return c, h.apply(c)
 }
