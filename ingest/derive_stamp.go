@@ -248,8 +248,16 @@ func (d *deriver) flush(app storage.AppenderV2, now int64, full bool) (flushStat
 
 // writeRest appends st's dirty series, and with full those whose last
 // sample is older than the refresh interval, at one stamp after st's clock.
+//
+// Only a label set written in the last two refresh intervals is refreshed
+// (at now − refresh, so that a request arriving up to that late still
+// lands in place): one whose clock is further behind is being backfilled,
+// and a refresh would move its clock to now and every later request of the
+// backfill with it. An idle set stays refreshed, as each refresh moves its
+// clock forward.
 func (d *deriver) writeRest(w *slotWriter, st *labelState, now int64, full bool) {
 	ts := st.Clock + 1
+	full = full && st.Clock >= now-2*d.refresh
 	if full {
 		ts = max(ts, now-d.refresh)
 	}
