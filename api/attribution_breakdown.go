@@ -130,7 +130,10 @@ func (a *Attribution) fromAccumulators(ctx context.Context, req decomposeReq) (d
 		return vs.String()
 	}
 	rng := fmt.Sprintf("%dms", req.win.Maxt-req.win.Mint+1)
-	qs := fmt.Sprintf(`tail_mean_from_accumulators(%v, sum by (stage, e2e_bucket) (increase(%s[%s])), sum by (e2e_bucket) (increase(%s[%s])), "all")`,
+	// anchored: the difference of the counters at the window's ends,
+	// without extrapolation, which is exact over the derived series (their
+	// zero and previous-value samples, docs/stages.md).
+	qs := fmt.Sprintf(`tail_mean_from_accumulators(%v, sum by (stage, e2e_bucket) (increase(%s[%s] anchored)), sum by (e2e_bucket) (increase(%s[%s] anchored)), "all")`,
 		req.p, sel(a.opts.AccumulatorSums), rng, sel(a.opts.AccumulatorCounts), rng)
 	q, err := a.engine.NewInstantQuery(ctx, a.q, nil, qs, time.UnixMilli(req.win.Maxt))
 	if err != nil {

@@ -192,9 +192,9 @@ type Records struct {
 	closeErr  error
 
 	// Owned by the worker.
-	d        *deriver
-	journal  *journal
-	seq      uint64
+	d         *deriver
+	journal   *journal
+	seq       uint64
 	failed    error
 	lastFull  int64
 	recovered bool // the state was rebuilt from journal entries at start
