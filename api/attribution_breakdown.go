@@ -44,7 +44,8 @@ type decomposition struct {
 var decomposeMethods = []string{"auto", "tail_mean", "euler", "excess", "shapley"}
 
 // decompose computes req from records, or for method auto on e2e without
-// records, from tail accumulators.
+// records, from the series (fromSeries: tail accumulators, then stage
+// histograms).
 func (a *Attribution) decompose(ctx context.Context, req decomposeReq) (decomposition, error) {
 	if !slices.Contains(decomposeMethods, req.method) {
 		return decomposition{}, badData("parameter method=%q: want one of %s", req.method, strings.Join(decomposeMethods, ", "))
@@ -60,7 +61,7 @@ func (a *Attribution) decompose(ctx context.Context, req decomposeReq) (decompos
 	d.clamped = clamped
 	if reqs.Len() == 0 {
 		if req.method == "auto" && req.metric == "e2e" {
-			return a.fromAccumulators(ctx, req)
+			return a.fromSeries(ctx, req)
 		}
 		return d, errNoRequests
 	}
