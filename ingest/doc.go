@@ -19,5 +19,8 @@
 // bad item is reported (4xx naming it) while the good items of the same
 // request are kept; decoding finishes before the first append, so a
 // malformed body changes nothing; a crash never counts a record twice in
-// the derived series.
+// the derived series. Derived samples are stamped with each request's end
+// time (derive_stamp.go), and every derived series starts with a zero
+// sample, so increase(…[w] anchored) over them counts exactly the requests
+// that ended in the window.
 package ingest

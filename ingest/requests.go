@@ -169,10 +169,12 @@ var (
 //  1. the batch, with the store's record count, is appended to the journal
 //     and fsynced;
 //  2. it is appended to the record store (fsynced, one WAL entry per chunk);
-//  3. it is folded into the in-memory derived state;
+//  3. it is queued for the derived state;
 //  4. the batch is acknowledged.
 //
-// Derived series are appended from the state every DeriveInterval; the
+// Every DeriveInterval (with zero, before step 4) the queued requests are
+// folded into the in-memory state slot by slot and each changed series is
+// appended at its slot's stamp (derive_stamp.go); the
 // state is checkpointed every CheckpointInterval, after which the journal
 // is emptied. After a crash the checkpoint plus the journal entries whose
 // records reached the store rebuild the state exactly, so a record is
