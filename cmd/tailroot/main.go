@@ -25,6 +25,7 @@ commands:
   serve      run the server (Prometheus-compatible API, remote write ingest)
   attribute  print the P99 stage breakdown of a window from a running server
   simulate   generate an incident scenario, push or write it, print its ground truth
+  import     load request records from NDJSON, CSV or vLLM benchmark JSON into a running server
   eval-rca   score root-cause ranking (AC@1, AC@3, Avg@5) against plain BARO on simulated incidents
   version    print the version
 
@@ -45,6 +46,8 @@ func main() {
 		err = attribute(os.Args[2:])
 	case "simulate":
 		err = simulateCommand(os.Args[2:])
+	case "import":
+		err = importCommand(os.Args[2:])
 	case "eval-rca":
 		err = evalRCACommand(os.Args[2:])
 	case "version", "--version", "-version":
