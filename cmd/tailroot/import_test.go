@@ -34,6 +34,7 @@ func importServer(t testing.TB) (*httptest.Server, *ingest.Records) {
 	t.Cleanup(func() { _ = db.Close() })
 	ro := ingest.DefaultRecordsOptions()
 	ro.Store.Dir = t.TempDir()
+	ro.DeriveInterval = 5 * time.Second // serve's default
 	p, err := ingest.NewRecords(db, db.Metadata, ro, nil, nil)
 	if err != nil {
 		t.Fatal(err)
