@@ -76,9 +76,10 @@ var derivedBuckets = nativehist.MustSchema(derivedSchema)
 type nhist struct {
 	nativehist.Dense
 
-	dirty   bool
-	touched bool  // changed by the slot being written (derive_stamp.go)
-	lastT   int64 // stamp of its last sample written by this process, 0 if none
+	dirty    bool
+	touched  bool  // changed by the slot being written (derive_stamp.go)
+	needZero bool  // absent from the TSDB after a crash: write 0 before its value
+	lastT    int64 // stamp of its last sample written by this process, 0 if none
 	ser     seriesRef
 	ex      exCand
 }
@@ -138,10 +139,11 @@ type tailCell struct {
 	Sum   [records.NumStages]float64 `json:"s"`
 	Count float64                    `json:"n"`
 
-	dirty   bool
-	touched bool
-	lastT   int64
-	ser     [records.NumStages + 1]seriesRef // stage sums, then the count
+	dirty    bool
+	touched  bool
+	needZero bool
+	lastT    int64
+	ser      [records.NumStages + 1]seriesRef // stage sums, then the count
 	ex      exCand
 }
 

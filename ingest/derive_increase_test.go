@@ -319,3 +319,60 @@ func TestLateRequestsRestamped(t *testing.T) {
 		t.Errorf("count at %d: %v, want 2 (the first and the late request)", first+1, v)
 	}
 }
+
+// TestRecoveredSeriesCounted: after a crash, a series first created by the
+// recovered requests (never appended by the crashed process) gets its zero
+// sample, so increase() counts it; one the crashed process did append
+// does not get a second, which would read as a counter reset.
+func TestRecoveredSeriesCounted(t *testing.T) {
+	db := openTestDB(t)
+	dir := t.TempDir()
+	ng := tailEngine(t)
+	ls := labels.FromStrings("model_name", "m")
+	now := time.Now().UnixMilli()
+	total := func() float64 {
+		t.Helper()
+		v := instant(t, ng, db, fmt.Sprintf(`sum(increase(%s[1h] anchored))`, SeriesTailRequests), time.Now().UnixMilli()+5000)
+		if len(v) != 1 {
+			return 0
+		}
+		return v[0].F
+	}
+
+	// X is stored and journalled, but no derived sample is appended
+	// before the crash.
+	o := testRecordsOptions(dir)
+	o.DeriveInterval = time.Hour
+	p, err := NewRecords(db, db.Metadata, o, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Append(context.Background(), "test", []Item{testItem(t, now-120_000, "x", ls, [records.NumStages]float64{records.StagePrefill: 0.2})}); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, p)
+	p = openTestRecordsNoCleanup(t, db, testRecordsOptions(dir))
+	if got := total(); got != 1 {
+		t.Errorf("after recovering X: increase %v, want 1", got)
+	}
+	// Y is appended to the series (derive interval 0) and then the process
+	// crashes before a checkpoint.
+	if err := p.Append(context.Background(), "test", []Item{testItem(t, now-60_000, "y", ls, [records.NumStages]float64{records.StageDecode: 3})}); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, p)
+	p = openTestRecordsNoCleanup(t, db, testRecordsOptions(dir))
+	defer p.Close()
+	if got := total(); got != 2 {
+		t.Errorf("after recovering Y: increase %v, want 2", got)
+	}
+}
+
+func openTestRecordsNoCleanup(t testing.TB, db *tsdb.DB, o RecordsOptions) *Records {
+	t.Helper()
+	p, err := NewRecords(db, db.Metadata, o, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tailroot/tailroot/tsdb/records"
@@ -270,8 +271,11 @@ func (d *deriver) writeRest(w *slotWriter, st *labelState, now int64, full bool)
 		if h.ser.ls.IsEmpty() {
 			d.ensureLabels(st)
 		}
+		if h.needZero {
+			w.appendHist(&h.ser, family, ts-1, (&nhist{}).histogram(), nil)
+		}
 		w.writeHist(h, family, ts)
-		h.dirty, h.lastT, h.ex, wrote = false, ts, exCand{}, true
+		h.dirty, h.needZero, h.lastT, h.ex, wrote = false, false, ts, exCand{}, true
 	}
 	hist(&st.E2E, SeriesE2E)
 	for j := range st.Stage {
@@ -291,8 +295,11 @@ func (d *deriver) writeRest(w *slotWriter, st *labelState, now int64, full bool)
 		if c.ser[0].ls.IsEmpty() {
 			d.ensureLabels(st)
 		}
+		if c.needZero {
+			w.writeCell(&tailCell{ser: c.ser}, ts-1, false)
+		}
 		w.writeCell(c, ts, true)
-		c.dirty, c.lastT, c.ex, wrote = false, ts, exCand{}, true
+		c.dirty, c.needZero, c.lastT, c.ex, wrote = false, false, ts, exCand{}, true
 	}
 	if wrote {
 		st.Clock = ts
@@ -327,4 +334,39 @@ func (d *deriver) advanceClocks(ts int64) {
 	for _, st := range d.order {
 		st.Clock = max(st.Clock, ts)
 	}
+}
+
+// markMissing flags the series that exists says the TSDB lacks, so that
+// the next write gives them their zero sample. After a crash the recovered
+// requests may have created series the crashed process never appended;
+// those that it did append already have one, and a second would read as a
+// counter reset.
+func (d *deriver) markMissing(exists func(labels.Labels) bool) int {
+	n := 0
+	for _, st := range d.order {
+		d.ensureLabels(st)
+		hist := func(h *nhist) {
+			if h != nil && h.Count > 0 && !exists(h.ser.ls) {
+				h.needZero = true
+				n++
+			}
+		}
+		hist(&st.E2E)
+		for j := range st.Stage {
+			hist(&st.Stage[j])
+		}
+		hist(&st.Entropy)
+		for kind := range st.Tokens {
+			for _, h := range st.Tokens[kind] {
+				hist(h)
+			}
+		}
+		for _, c := range st.Tail {
+			if c.Count > 0 && !exists(c.ser[records.NumStages].ls) {
+				c.needZero = true
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -13,8 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/internal/fsutil"
@@ -343,11 +345,64 @@ func (p *Records) recover() error {
 		// are counted from now on, after all of them.
 		d.advanceClocks(time.Now().UnixMilli())
 		d.markAllDirty()
+		if err := p.afterCrash(); err != nil {
+			p.logger.Error("records: list derived series after recovery; series first created by recovered requests may lack their zero sample", "err", err)
+		}
 		if err := p.writeCheckpoint(); err != nil {
 			_ = j.close()
 			return fmt.Errorf("records pipeline: %w", err)
 		}
 	}
+	return nil
+}
+
+// afterCrash reads the derived series the crashed process left in the
+// TSDB, when the appendable can be queried (the TSDB can): it moves every
+// clock past samples stamped at or after now (possible when the restart
+// is fast or a stamp was moved ahead), and flags the series the TSDB does
+// not hold so that they get their zero sample.
+func (p *Records) afterCrash() error {
+	q, ok := p.app.(storage.Queryable)
+	if !ok {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	qr, err := q.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	defer qr.Close()
+	have := map[uint64]struct{}{}
+	newest := int64(math.MinInt64)
+	var it chunkenc.Iterator
+	for family := range derivedMetadata {
+		m := labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, family)
+		ss := qr.Select(context.Background(), false, &storage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series"}, m)
+		for ss.Next() {
+			have[ss.At().Labels().Hash()] = struct{}{}
+		}
+		if err := ss.Err(); err != nil {
+			return err
+		}
+		ss = qr.Select(context.Background(), false, &storage.SelectHints{Start: now, End: math.MaxInt64}, m)
+		for ss.Next() {
+			it = ss.At().Iterator(it)
+			if it.Seek(now) == chunkenc.ValNone {
+				continue
+			}
+			newest = max(newest, it.AtT())
+			for it.Next() != chunkenc.ValNone {
+				newest = max(newest, it.AtT())
+			}
+		}
+		if err := ss.Err(); err != nil {
+			return err
+		}
+	}
+	if newest != math.MinInt64 {
+		p.d.advanceClocks(newest + 1)
+	}
+	p.d.markMissing(func(ls labels.Labels) bool { _, ok := have[ls.Hash()]; return ok })
 	return nil
 }
 
