@@ -80,8 +80,8 @@ type nhist struct {
 	touched  bool  // changed by the slot being written (derive_stamp.go)
 	needZero bool  // absent from the TSDB after a crash: write 0 before its value
 	lastT    int64 // stamp of its last sample written by this process, 0 if none
-	ser     seriesRef
-	ex      exCand
+	ser      seriesRef
+	ex       exCand
 }
 
 func (h *nhist) observe(v float64) {
@@ -144,7 +144,7 @@ type tailCell struct {
 	needZero bool
 	lastT    int64
 	ser      [records.NumStages + 1]seriesRef // stage sums, then the count
-	ex      exCand
+	ex       exCand
 }
 
 // Token positions are bucketed by powers of two: bucket k holds the
