@@ -37,7 +37,7 @@ import (
 func importCommand(args []string) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	server := fs.String("server", "http://127.0.0.1:9490", "URL of the tailroot server")
-	format := fs.String("format", "auto", "ndjson, csv, vllm-bench (benchmark_serving.py --save-result JSON) or auto (by extension: .ndjson/.jsonl, .csv, .json)")
+	format := fs.String("format", "auto", "ndjson, csv, vllm-bench (benchmark_serving.py --save-result JSON), openmetrics (series) or auto (by extension: .ndjson/.jsonl, .csv, .json, .om/.prom)")
 	batch := fs.Int("batch", 5000, "records per push")
 	progress := fs.String("progress", "auto", "progress bar: auto (when stderr is a terminal), always or never")
 	dedup := fs.Bool("dedup", true, "skip records whose id the server already holds")
@@ -103,6 +103,8 @@ func formatOf(path string) (string, error) {
 		return "csv", nil
 	case ".json":
 		return "vllm-bench", nil
+	case ".om", ".prom":
+		return "openmetrics", nil
 	}
 	return "", fmt.Errorf("%s: cannot tell the format from the extension; pass --format", path)
 }
@@ -125,6 +127,7 @@ type importer struct {
 	bar    *progressBar
 
 	lines    []line
+	samples  []omSample
 	rejected []rejection
 }
 
@@ -134,6 +137,16 @@ type rejection struct{ src, reason string }
 // would (ingest.DecodeRequestLine), so bad lines are reported with their
 // file and line before anything is sent.
 func (im *importer) load(path, format string) error {
+	if format == "openmetrics" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if err := im.loadOpenMetrics(path, data); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
@@ -155,7 +168,7 @@ func (im *importer) load(path, format string) error {
 	case "vllm-bench":
 		err = readVLLMBench(f, filepath.Base(path), emit)
 	default:
-		return fmt.Errorf("--format %q: want ndjson, csv, vllm-bench or auto", format)
+		return fmt.Errorf("--format %q: want ndjson, csv, vllm-bench, openmetrics or auto", format)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -183,9 +196,10 @@ func recordID(requestID string, trace [16]byte) string {
 
 // importSummary is what an import did.
 type importSummary struct {
-	Accepted, Skipped, Rejected int
-	Reasons                     []rejection
-	Seconds                     float64
+	Accepted, Skipped, Rejected      int
+	SamplesAccepted, SamplesRejected int
+	Reasons                          []rejection
+	Seconds                          float64
 }
 
 func (s importSummary) print(w io.Writer) {
@@ -194,6 +208,9 @@ func (s importSummary) print(w io.Writer) {
 		rate = float64(s.Accepted) / s.Seconds
 	}
 	fmt.Fprintf(w, "accepted %d, skipped %d (already stored), rejected %d; %.1f s, %.0f records/s\n", s.Accepted, s.Skipped, s.Rejected, s.Seconds, rate)
+	if s.SamplesAccepted+s.SamplesRejected > 0 {
+		fmt.Fprintf(w, "series samples: accepted %d (a sample already stored is accepted and changes nothing), rejected %d\n", s.SamplesAccepted, s.SamplesRejected)
+	}
 	for i, r := range s.Reasons {
 		if i == 20 {
 			fmt.Fprintf(w, "  … and %d more rejected\n", len(s.Reasons)-i)
@@ -236,7 +253,11 @@ func (im *importer) run(ctx context.Context) (importSummary, error) {
 		im.bar.set(i+len(part), sum.Accepted)
 	}
 	im.bar.done()
-	sum.Rejected, sum.Reasons = len(im.rejected), im.rejected
+	if err := im.pushSamples(ctx, &sum); err != nil {
+		sum.Rejected, sum.Reasons, sum.Seconds = len(im.rejected), append(im.rejected, sum.Reasons...), time.Since(start).Seconds()
+		return sum, err
+	}
+	sum.Rejected, sum.Reasons = len(im.rejected), append(im.rejected, sum.Reasons...)
 	sort.SliceStable(sum.Reasons, func(a, b int) bool { return sum.Reasons[a].src < sum.Reasons[b].src })
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil

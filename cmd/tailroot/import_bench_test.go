@@ -14,7 +14,7 @@ import (
 // One op imports 20,000 new records; records/s is what docs/benchmarks.md
 // reports next to the 1 M-record run of the binary.
 func BenchmarkImport(b *testing.B) {
-	srv, _ := importServer(b)
+	srv, _, _ := importServer(b)
 	const n = 20000
 	t0 := time.Now().Add(-20 * time.Minute).UnixMilli()
 	b.ReportAllocs()

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tailroot/tailroot/ingest"
 	"github.com/tailroot/tailroot/tsdb"
@@ -22,7 +24,7 @@ import (
 
 // importServer is the records pipeline behind the real push and query
 // handlers, as serve wires them.
-func importServer(t testing.TB) (*httptest.Server, *ingest.Records) {
+func importServer(t testing.TB) (*httptest.Server, *ingest.Records, *tsdb.DB) {
 	t.Helper()
 	o := tsdb.DefaultOptions()
 	o.Dir = t.TempDir()
@@ -42,9 +44,10 @@ func importServer(t testing.TB) (*httptest.Server, *ingest.Records) {
 	t.Cleanup(func() { _ = p.Close() })
 	r := mux.NewRouter()
 	p.Register(r)
+	r.Handle("/api/v1/write", ingest.NewRemoteWrite(db, db.Metadata, ingest.DefaultOptions(), nil, nil))
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return srv, p
+	return srv, p, db
 }
 
 func writeFile(t testing.TB, dir, name, body string) string {
@@ -78,7 +81,7 @@ func storedByID(t testing.TB, p *ingest.Records) map[string]records.Record {
 // first run stores every good record once and names each bad one with its
 // file and line, the rerun stores nothing.
 func TestImportFormats(t *testing.T) {
-	srv, p := importServer(t)
+	srv, p, _ := importServer(t)
 	dir := t.TempDir()
 	t0 := time.Now().Add(-10 * time.Minute).Unix()
 	nd := writeFile(t, dir, "reqs.ndjson", fmt.Sprintf(`{"request_id":"n1","labels":{"model_name":"m"},"arrival":%d.5,"scheduled":%d.6,"first_token":%d.8,"last_token":%d.9}
@@ -186,5 +189,61 @@ func TestImportCommandFlags(t *testing.T) {
 	bar.done()
 	if s := buf.String(); strings.Count(s, "\r") != 3 || !strings.Contains(s, "[###############---------------]  50%  2/4") || !strings.Contains(s, "[##############################] 100%  4/4") {
 		t.Errorf("progress bar %q", s)
+	}
+}
+
+// TestImportOpenMetrics imports series samples twice: the rerun is
+// accepted and stores no sample twice; a sample without a timestamp is
+// rejected by name.
+func TestImportOpenMetrics(t *testing.T) {
+	srv, _, db := importServer(t)
+	t0 := time.Now().Add(-10 * time.Minute).Unix()
+	path := writeFile(t, t.TempDir(), "dump.om", fmt.Sprintf(`# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 3 %d.000
+vllm:num_requests_running{model_name="m"} 4 %d.000
+vllm:num_requests_running{model_name="n"} 1 %d.500
+vllm:num_requests_running{model_name="o"} 9
+# TYPE vllm:request_success counter
+vllm:request_success_total{model_name="m"} 10 %d.000
+vllm:request_success_total{model_name="m"} 12 %d.000
+# EOF
+`, t0, t0+15, t0, t0, t0+15))
+	for run := range 2 {
+		im := &importer{server: srv.URL, batch: 100, dedup: true, client: srv.Client(), out: io.Discard, bar: newProgressBar(io.Discard, false)}
+		if err := im.load(path, "openmetrics"); err != nil {
+			t.Fatal(err)
+		}
+		sum, err := im.run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		sum.print(&out)
+		if sum.SamplesAccepted != 5 || sum.SamplesRejected != 0 || sum.Rejected != 1 || !strings.Contains(out.String(), `sample 4 {__name__="vllm:num_requests_running", model_name="o"}: no timestamp`) {
+			t.Errorf("run %d: %+v\n%s", run, sum, out.String())
+		}
+	}
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, "__name__", "vllm:.*"))
+	got := map[string][]string{}
+	var it chunkenc.Iterator
+	for ss.Next() {
+		it = ss.At().Iterator(it)
+		for it.Next() != chunkenc.ValNone {
+			ts, v := it.At()
+			got[ss.At().Labels().String()] = append(got[ss.At().Labels().String()], fmt.Sprintf("%d=%g", ts-t0*1000, v))
+		}
+	}
+	want := map[string][]string{
+		`{__name__="vllm:num_requests_running", model_name="m"}`: {"0=3", "15000=4"},
+		`{__name__="vllm:num_requests_running", model_name="n"}`: {"500=1"},
+		`{__name__="vllm:request_success_total", model_name="m"}`: {"0=10", "15000=12"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stored %v, want %v", got, want)
 	}
 }

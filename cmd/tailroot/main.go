@@ -25,7 +25,7 @@ commands:
   serve      run the server (Prometheus-compatible API, remote write ingest)
   attribute  print the P99 stage breakdown of a window from a running server
   simulate   generate an incident scenario, push or write it, print its ground truth
-  import     load request records from NDJSON, CSV or vLLM benchmark JSON into a running server
+  import     load request records (NDJSON, CSV, vLLM benchmark JSON) and OpenMetrics series into a running server
   eval-rca   score root-cause ranking (AC@1, AC@3, Avg@5) against plain BARO on simulated incidents
   version    print the version
 
