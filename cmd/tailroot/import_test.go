@@ -239,8 +239,8 @@ vllm:request_success_total{model_name="m"} 12 %d.000
 		}
 	}
 	want := map[string][]string{
-		`{__name__="vllm:num_requests_running", model_name="m"}`: {"0=3", "15000=4"},
-		`{__name__="vllm:num_requests_running", model_name="n"}`: {"500=1"},
+		`{__name__="vllm:num_requests_running", model_name="m"}`:  {"0=3", "15000=4"},
+		`{__name__="vllm:num_requests_running", model_name="n"}`:  {"500=1"},
 		`{__name__="vllm:request_success_total", model_name="m"}`: {"0=10", "15000=12"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
