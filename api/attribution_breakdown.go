@@ -44,7 +44,8 @@ type decomposition struct {
 var decomposeMethods = []string{"auto", "tail_mean", "euler", "excess", "shapley"}
 
 // decompose computes req from records, or for method auto on e2e without
-// records, from tail accumulators.
+// records, from the series (fromSeries: tail accumulators, then stage
+// histograms).
 func (a *Attribution) decompose(ctx context.Context, req decomposeReq) (decomposition, error) {
 	if !slices.Contains(decomposeMethods, req.method) {
 		return decomposition{}, badData("parameter method=%q: want one of %s", req.method, strings.Join(decomposeMethods, ", "))
@@ -60,7 +61,7 @@ func (a *Attribution) decompose(ctx context.Context, req decomposeReq) (decompos
 	d.clamped = clamped
 	if reqs.Len() == 0 {
 		if req.method == "auto" && req.metric == "e2e" {
-			return a.fromAccumulators(ctx, req)
+			return a.fromSeries(ctx, req)
 		}
 		return d, errNoRequests
 	}
@@ -130,7 +131,10 @@ func (a *Attribution) fromAccumulators(ctx context.Context, req decomposeReq) (d
 		return vs.String()
 	}
 	rng := fmt.Sprintf("%dms", req.win.Maxt-req.win.Mint+1)
-	qs := fmt.Sprintf(`tail_mean_from_accumulators(%v, sum by (stage, e2e_bucket) (increase(%s[%s])), sum by (e2e_bucket) (increase(%s[%s])), "all")`,
+	// anchored: the difference of the counters at the window's ends,
+	// without extrapolation, which is exact over the derived series (their
+	// zero and previous-value samples, docs/stages.md).
+	qs := fmt.Sprintf(`tail_mean_from_accumulators(%v, sum by (stage, e2e_bucket) (increase(%s[%s] anchored)), sum by (e2e_bucket) (increase(%s[%s] anchored)), "all")`,
 		req.p, sel(a.opts.AccumulatorSums), rng, sel(a.opts.AccumulatorCounts), rng)
 	q, err := a.engine.NewInstantQuery(ctx, a.q, nil, qs, time.UnixMilli(req.win.Maxt))
 	if err != nil {

@@ -163,6 +163,7 @@ var promptLabels = []string{"prompt_hash", "prompt_template", "prompt_template_i
 var targetNames = map[attribution.Method]string{
 	attribution.MethodTailMeanRecords:      "tail_mean",
 	attribution.MethodTailMeanAccumulators: "tail_mean",
+	attribution.MethodComonotonicBound:     "tail_mean",
 	attribution.MethodEuler:                "quantile",
 	attribution.MethodExcess:               "tail_mean_minus_mean",
 	attribution.MethodShapley:              "quantile_change",
@@ -264,7 +265,7 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	method := or(r.FormValue("method"), "tail_mean")
+	method := or(r.FormValue("method"), "auto")
 	if method == "tail-mean" {
 		method = "tail_mean"
 	}

@@ -103,6 +103,8 @@ load 1m
 	tailroot_tail_stage_seconds_sum{model_name="z", stage="decode", e2e_bucket="+Inf"} 0+3x10
 	tailroot_tail_requests_total{model_name="z", e2e_bucket="1"} 0+10x10
 	tailroot_tail_requests_total{model_name="z", e2e_bucket="+Inf"} 0+1x10
+	tailroot_request_stage_seconds{model_name="h", stage="queue"} {{schema:0 sum:0 count:0}}+{{schema:0 sum:6.6 count:10 offset:-1 buckets:[9 0 0 1]}}x10
+	tailroot_request_stage_seconds{model_name="h", stage="decode"} {{schema:0 sum:0 count:0}}+{{schema:0 sum:7.5 count:10 buckets:[10]}}x10
 `)
 	a := NewAttribution(ng, st, store, AttributionOptions{
 		Build:         BuildInfo{Version: "1.2.3", Revision: "abc123"},

@@ -124,10 +124,12 @@ func TestTokensTailBound(t *testing.T) {
 		}
 		return b
 	}
-	for _, smp := range app.InstantVector(t, `sum by (e2e_bucket) (tailroot_tail_requests_total)`, at) {
+	// The requests are two hours old: their derived samples lie at the
+	// edge of the backfill window, not within the lookback of now.
+	for _, smp := range app.InstantVector(t, `sum by (e2e_bucket) (last_over_time(tailroot_tail_requests_total[3h]))`, at) {
 		acc.Count[bucket(smp.Metric["e2e_bucket"])] += floatOf(t, smp)
 	}
-	for _, smp := range app.InstantVector(t, `sum by (stage, e2e_bucket) (tailroot_tail_stage_seconds_sum)`, at) {
+	for _, smp := range app.InstantVector(t, `sum by (stage, e2e_bucket) (last_over_time(tailroot_tail_stage_seconds_sum[3h]))`, at) {
 		acc.Sum[slices.Index(names, smp.Metric["stage"])][bucket(smp.Metric["e2e_bucket"])] += floatOf(t, smp)
 	}
 	est, err := attribution.TailMeanAccumulators(acc, 0.99)

@@ -45,5 +45,6 @@
 // Invariants: tail-mean, excess and Shapley contributions add up to their
 // target to rounding (Residual ≈ 0); the true records value lies within the
 // bounds TailMeanAccumulators returns; ComonotonicBound is never below the
-// records' P_p(S) or tail mean. Inputs are never modified.
+// records' P_p(S) or tail mean, also when its counts are scaled by rate()
+// or increase(). Inputs are never modified.
 package attribution

@@ -191,6 +191,16 @@ func HistogramMeans(stages []string, hists []Histogram) (Breakdown, error) {
 // any of the top t. The guarantee needs the histograms to count the same
 // requests. Kind is KindBound (upper); PerStage holds U_i.
 //
+// Counts that are not all integers come from rate() or increase(): they
+// are the request counts N_b times an unknown factor 1/c, so n and t above
+// are not the population's. The tail's share of the requests,
+// f(N) = (N − ⌈(N−1)·p⌉)/N, is then bounded from below over every
+// population size N ≥ 1 (minTailFraction, a little under 1 − p), and the
+// bound takes the top t = f_min·n of each histogram, the last bucket
+// partially. The mean of the top share f of a sample only grows as f
+// shrinks, and so does the sum over stages of those means, so the bound
+// holds whatever c was.
+//
 // Note Σ_i q_i(p) (ComonotonicQuantile) is not a bound: P_p is not
 // subadditive, and independent stages with rare large values can have a
 // P_p(S) well above it.
@@ -201,10 +211,28 @@ func ComonotonicBound(stages []string, hists []Histogram, p float64) (Estimate, 
 	if err := checkHists("comonotonic bound", stages, hists); err != nil {
 		return Estimate{}, err
 	}
+	integral := true
+	for _, h := range hists {
+		for _, c := range h.Counts {
+			integral = integral && c == math.Trunc(c)
+		}
+	}
+	share := math.NaN()
+	if !integral {
+		share = minTailFraction(p)
+	}
 	per := make([]float64, len(hists))
 	for j, h := range hists {
 		n := h.total()
 		t := n - math.Ceil((n-1)*p)
+		if !integral {
+			t = n * share
+		}
+		if t <= 0 {
+			// p = 1 on scaled counts: the bound is the largest value.
+			per[j] = topEdge(h)
+			continue
+		}
 		// (a) top t at upper edges.
 		rem, top := t, 0.0
 		for b := len(h.Counts) - 1; b >= 0 && rem > 0; b-- {
@@ -235,6 +263,43 @@ func ComonotonicBound(stages []string, hists []Histogram, p float64) (Estimate, 
 		Method: MethodComonotonicBound, Kind: KindBound, P: p,
 		Value: v, Lower: math.NaN(), Upper: v, Stages: stages, PerStage: per,
 	}, nil
+}
+
+// minTailFraction returns min over N ≥ 1 of (N − ⌈(N−1)·p⌉)/N, the
+// smallest share of a population of N requests in the tail S ≥ P_p(S)
+// (type 7). It is at least max(1/N, (1−p)·(N−1)/N), since at least one
+// request is in the tail and ⌈x⌉ < x + 1; the second term grows with N, so
+// the search stops once it passes the minimum found. That floor is never
+// below (1−p)/(2−p), which is returned instead when the search would be
+// long (p above 1 − 2·10⁻⁶). For p = 0.99 the minimum is 0.01 (N = 100);
+// it can be below 1 − p (p = 0.3: 2/3 at N = 3). The result may be up to
+// 10⁻⁴ relative below the minimum, never above it.
+func minTailFraction(p float64) float64 {
+	if p >= 1 {
+		return 0
+	}
+	if (2-p)/(1-p) > 1e6 {
+		return (1 - p) / (2 - p)
+	}
+	// Stop once the floor is within δ of the minimum found, and return the
+	// minimum less δ: still a lower bound, 10⁻⁴ relative below the exact one.
+	const delta = 1e-4
+	best := 1.0
+	for n := 1.0; (1-p)*(n-1)/n < best*(1-delta); n++ {
+		best = math.Min(best, (n-math.Ceil((n-1)*p))/n)
+	}
+	return best * (1 - delta)
+}
+
+// topEdge is the upper edge of h's highest non-empty bucket.
+func topEdge(h Histogram) float64 {
+	for b := len(h.Counts) - 1; b >= 0; b-- {
+		if h.Counts[b] > 0 {
+			_, hi := h.edges(b)
+			return hi
+		}
+	}
+	return 0
 }
 
 // ComonotonicQuantile returns Σ_i q_i(p), the stages' histogram quantiles

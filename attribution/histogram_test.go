@@ -3,6 +3,7 @@ package attribution
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -277,5 +278,76 @@ func TestIndependenceEstimateMatchesDraws(t *testing.T) {
 	want := refQuantile(refTotals(cols), 0.99)
 	if rel := math.Abs(got.Value-want) / want; rel > 0.01 {
 		t.Errorf("estimate %v, draws %v (%.3g)", got.Value, want, rel)
+	}
+}
+
+// TestComonotonicBoundHoldsOnRates: the same records with their histogram
+// counts scaled as rate() and increase() scale them (by 1/range seconds,
+// or an extrapolation factor), so they are no longer integers. The bound
+// must still hold for the records' tail mean. The reference is
+// brute force: the tail mean from the sorted sums. Scaled counts used to
+// give t = n − ⌈(n−1)p⌉ as if n were the population, e.g. n = 0.4 gave the
+// mean of everything, below the tail.
+func TestComonotonicBoundHoldsOnRates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	grid := DefaultGrid().Upper()
+	for trial := range 300 {
+		n := 2 + rng.IntN(3000)
+		if trial < 30 {
+			n = 2 + trial
+		}
+		k := 1 + rng.IntN(7)
+		p := []float64{0.3, 0.5, 0.9, 0.99, 0.999, 1, rng.Float64()}[rng.IntN(7)]
+		scale := []float64{1.0 / 60, 1.0 / 300, 1.0 / 3600, 1.0437, 0.37}[rng.IntN(5)]
+		cols := randCols(rng, n, k)
+		hists := make([]Histogram, k)
+		for j := range cols {
+			hists[j] = histOf(cols[j], grid)
+			for b := range hists[j].Counts {
+				hists[j].Counts[b] *= scale
+			}
+			if trial%2 == 0 {
+				hists[j].Sum = math.NaN()
+			} else {
+				hists[j].Sum *= scale
+			}
+		}
+		got, err := ComonotonicBound(stageNames(k), hists, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Brute force: S per request, sorted; the tail is rank ≥ ⌈(n−1)p⌉.
+		s := make([]float64, n)
+		for _, col := range cols {
+			for r, x := range col {
+				s[r] += x
+			}
+		}
+		slices.Sort(s)
+		c := int(math.Ceil(float64(n-1) * p))
+		target := 0.0
+		for _, x := range s[c:] {
+			target += x
+		}
+		target /= float64(n - c)
+		if got.Value < target*(1-1e-12) {
+			t.Fatalf("trial %d (n=%d k=%d p=%v scale %v): bound %v below the tail mean %v", trial, n, k, p, scale, got.Value, target)
+		}
+	}
+}
+
+// TestMinTailFraction against a brute-force scan over N.
+func TestMinTailFraction(t *testing.T) {
+	for _, p := range []float64{0, 0.3, 0.5, 0.7, 0.9, 0.95, 0.99, 0.995, 0.999} {
+		want := 1.0
+		for n := 1.0; n <= 20000; n++ {
+			want = math.Min(want, (n-math.Ceil((n-1)*p))/n)
+		}
+		if got := minTailFraction(p); got > want || got < want*(1-1e-4) {
+			t.Errorf("p=%v: %v, want %v (at most 1e-4 relative below)", p, got, want)
+		}
+	}
+	if got, want := minTailFraction(1-1e-9), 1e-9/(1+1e-9); math.Abs(got-want) > 1e-15 {
+		t.Errorf("p=1−1e-9: %v, want the floor %v", got, want)
 	}
 }

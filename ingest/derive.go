@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"encoding/hex"
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -77,9 +76,12 @@ var derivedBuckets = nativehist.MustSchema(derivedSchema)
 type nhist struct {
 	nativehist.Dense
 
-	dirty bool
-	ser   seriesRef
-	ex    exCand
+	dirty    bool
+	touched  bool  // changed by the slot being written (derive_stamp.go)
+	needZero bool  // absent from the TSDB after a crash: write 0 before its value
+	lastT    int64 // stamp of its last sample written by this process, 0 if none
+	ser      seriesRef
+	ex       exCand
 }
 
 func (h *nhist) observe(v float64) {
@@ -137,9 +139,12 @@ type tailCell struct {
 	Sum   [records.NumStages]float64 `json:"s"`
 	Count float64                    `json:"n"`
 
-	dirty bool
-	ser   [records.NumStages + 1]seriesRef // stage sums, then the count
-	ex    exCand
+	dirty    bool
+	touched  bool
+	needZero bool
+	lastT    int64
+	ser      [records.NumStages + 1]seriesRef // stage sums, then the count
+	ex       exCand
 }
 
 // Token positions are bucketed by powers of two: bucket k holds the
@@ -178,6 +183,10 @@ type labelState struct {
 	Tail    map[int]*tailCell             `json:"tail"`
 	Tokens  [2][numPositionBuckets]*nhist `json:"tokens"`
 	Entropy nhist                         `json:"entropy"`
+	// Clock is the newest stamp written to any series of the set: every
+	// later sample of the set is stamped after it, so each series only
+	// grows in time (derive_stamp.go).
+	Clock int64 `json:"clock,omitempty"`
 }
 
 // seriesRef caches a derived series' labels and storage reference.
@@ -197,16 +206,27 @@ type deriver struct {
 	states   map[string]*labelState
 	order    []*labelState
 	overflow *labelState
-	lastTs   int64
 	key      []byte
 	sb       labels.ScratchBuilder
+
+	// Stamping (derive_stamp.go), in milliseconds.
+	res     int64 // slot width: a request is stamped at the end of its end time's slot
+	maxAge  int64 // oldest stamp accepted, as an age behind now
+	refresh int64 // re-append series unchanged for this long
+
+	pending   []Item             // stored, not yet folded (flush folds them)
+	touched   []touchedSeries    // series changed by the slot being written
+	restamped [numRestamp]uint64 // requests not stamped at their own slot, by reason; Records drains it
 }
 
 func newDeriver(grid attribution.Grid, allow []string, maxSets int) *deriver {
 	allow = slices.Clone(allow)
 	slices.Sort(allow)
 	allow = slices.Compact(allow)
-	d := &deriver{grid: grid, allow: allow, maxSets: maxSets, states: map[string]*labelState{}, sb: labels.NewScratchBuilder(8)}
+	d := &deriver{
+		grid: grid, allow: allow, maxSets: maxSets, states: map[string]*labelState{}, sb: labels.NewScratchBuilder(8),
+		res: defaultDeriveResolution, maxAge: defaultBackfillWindow, refresh: defaultRefresh,
+	}
 	for _, u := range grid.Upper() {
 		d.bounds = append(d.bounds, formatBound(u))
 	}
@@ -260,22 +280,37 @@ func (d *deriver) addState(key string, ls labels.Labels) *labelState {
 	return st
 }
 
-// add folds one request into the state. Stages must be ≥ 0 (Records.Append
-// checks), so every counter only grows.
-func (d *deriver) add(it *Item) {
+// add folds one request into the state without writing samples: recovery
+// uses it, and the flush's slot writer through addAt.
+func (d *deriver) add(it *Item) { d.addAt(it, d.stateFor(it.Record.Labels), nil) }
+
+// addAt folds one request into st. Stages must be ≥ 0 (Records.Append
+// checks), so every counter only grows. With w set, every series the
+// request changes is first handed to w.touch, which writes its zero or
+// previous value just before the slot when the series needs one.
+func (d *deriver) addAt(it *Item, st *labelState, w *slotWriter) {
 	r := &it.Record
-	st := d.stateFor(r.Labels)
-	st.E2E.observe(r.E2E)
-	st.E2E.ex.offer(r.E2E, r)
+	obs := func(h *nhist, family string, v float64, ex bool) {
+		if w != nil && !h.touched {
+			w.touchHist(st, h, family)
+		}
+		h.observe(v)
+		if ex {
+			h.ex.offer(v, r)
+		}
+	}
+	obs(&st.E2E, SeriesE2E, r.E2E, true)
 	for j := range st.Stage {
-		st.Stage[j].observe(r.Stages[j])
-		st.Stage[j].ex.offer(r.Stages[j], r)
+		obs(&st.Stage[j], SeriesStage, r.Stages[j], true)
 	}
 	b := d.grid.Bucket(r.E2E)
 	c := st.Tail[b]
 	if c == nil {
 		c = &tailCell{}
 		st.Tail[b] = c
+	}
+	if w != nil && !c.touched {
+		w.touchCell(st, c)
 	}
 	c.dirty = true
 	c.Count++
@@ -284,7 +319,7 @@ func (d *deriver) add(it *Item) {
 	}
 	c.ex.offer(r.E2E, r)
 	if it.HasTTFT {
-		st.token(tokenTTFT, 0).observe(r.TTFT)
+		obs(st.token(tokenTTFT, 0), SeriesTokenLatency, r.TTFT, false)
 	}
 	gaps := it.Gaps
 	if gaps == nil {
@@ -293,10 +328,10 @@ func (d *deriver) add(it *Item) {
 	for k, g := range gaps {
 		// Gap k separates tokens k+1 and k+2 (1-based): it is token k+2's
 		// latency.
-		st.token(tokenITL, positionBucket(k+2)).observe(g)
+		obs(st.token(tokenITL, positionBucket(k+2)), SeriesTokenLatency, g, false)
 	}
 	if it.HasEntropy {
-		st.Entropy.observe(r.PromptEntropy)
+		obs(&st.Entropy, SeriesPromptEntropy, r.PromptEntropy, false)
 	}
 }
 
@@ -307,13 +342,6 @@ func (st *labelState) token(kind, pos int) *nhist {
 		st.Tokens[kind][pos] = h
 	}
 	return h
-}
-
-// nextTimestamp returns a sample timestamp for a flush at now: strictly
-// after the previous one, so two flushes in one millisecond do not collide.
-func (d *deriver) nextTimestamp(now int64) int64 {
-	d.lastTs = max(now, d.lastTs+1)
-	return d.lastTs
 }
 
 var (
@@ -336,108 +364,6 @@ var derivedMetadata = map[string]metadata.Metadata{
 func withHelp(m metadata.Metadata, help string) metadata.Metadata {
 	m.Help = help
 	return m
-}
-
-// flushStats counts what one flush appended.
-type flushStats struct{ samples, histograms, exemplars int }
-
-// flush appends the current value of every dirty series (every series when
-// full) at ts. It does not clear dirty flags: call clean after the
-// appender committed, so a failed commit is retried by the next flush.
-func (d *deriver) flush(app storage.AppenderV2, ts int64, full bool) (flushStats, error) {
-	var fs flushStats
-	appendH := func(h *nhist, family string, extra ...string) error {
-		if !h.dirty && !full || h.Count == 0 {
-			return nil
-		}
-		if h.ser.ls.IsEmpty() {
-			return fmt.Errorf("BUG: series of %s has no labels", family)
-		}
-		opts := storage.AOptions{MetricFamilyName: family, Metadata: derivedMetadata[family], Exemplars: h.ex.exemplars(ts)}
-		ref, err := app.Append(h.ser.ref, h.ser.ls, 0, ts, 0, h.histogram(), nil, opts)
-		if err != nil && !isPartialExemplarErr(err) {
-			return fmt.Errorf("append %s: %w", h.ser.ls, err)
-		}
-		h.ser.ref = ref
-		fs.histograms++
-		fs.exemplars += len(opts.Exemplars)
-		return nil
-	}
-	for _, st := range d.order {
-		d.ensureLabels(st)
-		if err := appendH(&st.E2E, SeriesE2E); err != nil {
-			return fs, err
-		}
-		for j := range st.Stage {
-			if err := appendH(&st.Stage[j], SeriesStage); err != nil {
-				return fs, err
-			}
-		}
-		if err := appendH(&st.Entropy, SeriesPromptEntropy); err != nil {
-			return fs, err
-		}
-		for kind := range st.Tokens {
-			for _, h := range st.Tokens[kind] {
-				if h != nil {
-					if err := appendH(h, SeriesTokenLatency); err != nil {
-						return fs, err
-					}
-				}
-			}
-		}
-		for _, b := range sortedKeys(st.Tail) {
-			c := st.Tail[b]
-			if !c.dirty && !full {
-				continue
-			}
-			for j := range c.ser {
-				family, v, md := SeriesTailStageSum, 0.0, derivedMetadata[SeriesTailStageSum]
-				var exs []exemplar.Exemplar
-				if j < records.NumStages {
-					v = c.Sum[j]
-				} else {
-					family, v, md = SeriesTailRequests, c.Count, derivedMetadata[SeriesTailRequests]
-					exs = c.ex.exemplars(ts)
-				}
-				opts := storage.AOptions{MetricFamilyName: family, Metadata: md, Exemplars: exs}
-				ref, err := app.Append(c.ser[j].ref, c.ser[j].ls, 0, ts, v, nil, nil, opts)
-				if err != nil && !isPartialExemplarErr(err) {
-					return fs, fmt.Errorf("append %s: %w", c.ser[j].ls, err)
-				}
-				c.ser[j].ref = ref
-				fs.samples++
-				fs.exemplars += len(exs)
-			}
-		}
-	}
-	return fs, nil
-}
-
-func isPartialExemplarErr(err error) bool {
-	var pe *storage.AppendPartialError
-	_, herr := pe.Handle(err)
-	return herr == nil
-}
-
-// clean marks everything flushed.
-func (d *deriver) clean() {
-	for _, st := range d.order {
-		st.E2E.dirty, st.E2E.ex = false, exCand{}
-		for j := range st.Stage {
-			st.Stage[j].dirty, st.Stage[j].ex = false, exCand{}
-		}
-		st.Entropy.dirty = false
-		for kind := range st.Tokens {
-			for _, h := range st.Tokens[kind] {
-				if h != nil {
-					h.dirty = false
-				}
-			}
-		}
-		for _, c := range st.Tail {
-			c.dirty, c.ex = false, exCand{}
-		}
-	}
 }
 
 // ensureLabels builds the series labels of st's series the first time they

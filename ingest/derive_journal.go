@@ -274,7 +274,7 @@ type checkpoint struct {
 // follows it. Floats survive exactly: encoding/json writes the shortest
 // decimal that parses back to the same float64.
 func (d *deriver) marshalCheckpoint(seq uint64) ([]byte, error) {
-	cp := checkpoint{Version: checkpointVersion, Seq: seq, Grid: d.grid.Upper(), LastTs: d.lastTs, States: d.order, Overflow: -1}
+	cp := checkpoint{Version: checkpointVersion, Seq: seq, Grid: d.grid.Upper(), LastTs: d.maxClock(), States: d.order, Overflow: -1}
 	if d.overflow != nil {
 		cp.Overflow = slices.Index(d.order, d.overflow)
 	}
@@ -320,10 +320,14 @@ func parseCheckpoint(data []byte, grid attribution.Grid, allow []string, maxSets
 	if !slices.Equal(cp.Grid, grid.Upper()) {
 		return nil, 0, fmt.Errorf("written for another end-to-end grid (%d bounds, want %d)", len(cp.Grid), len(grid.Upper()))
 	}
-	d.lastTs = cp.LastTs
 	for i, st := range cp.States {
 		if st == nil {
 			return nil, 0, fmt.Errorf("state %d is null", i)
+		}
+		if st.Clock == 0 {
+			// Written before label sets had clocks: every series was
+			// stamped at or before the global last stamp.
+			st.Clock = cp.LastTs
 		}
 		if st.Tail == nil {
 			st.Tail = map[int]*tailCell{}

@@ -31,10 +31,13 @@
 // gzip and snappy bombs are refused (413, or 503 with Retry-After) rather
 // than allocated. Writes without their real Content-Type are refused (415):
 // a cross-site browser POST can send none or text/plain without a CORS
-// preflight.
-// the derived series. A 5xx means nothing of the request was stored: 503
+// preflight. A 5xx means nothing of the request was stored: 503
 // with Retry-After while a store refuses writes after a failed one
 // (tsdb.ErrUnavailable, ErrRecordsFailed), which clears by itself; the
 // record pipeline recovers its journal and store in-process, as a restart
 // would.
+// Derived samples are stamped with each request's end
+// time (derive_stamp.go), and every derived series starts with a zero
+// sample, so increase(…[w] anchored) over them counts exactly the requests
+// that ended in the window.
 package ingest

@@ -13,8 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/internal/fsutil"
@@ -47,6 +49,17 @@ type RecordsOptions struct {
 	// RefreshInterval re-appends unchanged derived series so that they do
 	// not go stale (Prometheus' lookback is 5 minutes). Zero means 2m.
 	RefreshInterval time.Duration
+	// DeriveResolution is the slot width of derived samples: a request is
+	// counted at the end of the slot holding its end time (Time + E2E), so
+	// windows aligned to it hold exactly the requests that ended in them.
+	// Zero means 1s.
+	DeriveResolution time.Duration
+	// BackfillWindow is how far behind the wall clock a derived sample may
+	// be stamped; older requests are counted at its edge instead, and
+	// tailroot_records_derived_restamped_total says how many. It must not
+	// exceed the TSDB's out-of-order window (or, without one, 1h: half the
+	// head's block range). Zero means 30m.
+	BackfillWindow time.Duration
 	// CheckpointInterval is how often the derived state is checkpointed,
 	// the journal emptied and retention applied. Zero means 1m.
 	CheckpointInterval time.Duration
@@ -104,6 +117,12 @@ func (o RecordsOptions) withDefaults() RecordsOptions {
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = 2 * time.Minute
 	}
+	if o.DeriveResolution <= 0 {
+		o.DeriveResolution = time.Second
+	}
+	if o.BackfillWindow <= 0 {
+		o.BackfillWindow = 30 * time.Minute
+	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Minute
 	}
@@ -160,10 +179,12 @@ var (
 //  1. the batch, with the store's record count, is appended to the journal
 //     and fsynced;
 //  2. it is appended to the record store (fsynced, one WAL entry per chunk);
-//  3. it is folded into the in-memory derived state;
+//  3. it is queued for the derived state;
 //  4. the batch is acknowledged.
 //
-// Derived series are appended from the state every DeriveInterval; the
+// Every DeriveInterval (with zero, before step 4) the queued requests are
+// folded into the in-memory state slot by slot and each changed series is
+// appended at its slot's stamp (derive_stamp.go); the
 // state is checkpointed every CheckpointInterval, after which the journal
 // is emptied. After a crash the checkpoint plus the journal entries whose
 // records reached the store rebuild the state exactly, so a record is
@@ -183,12 +204,13 @@ type Records struct {
 	closeErr  error
 
 	// Owned by the worker.
-	d        *deriver
-	journal  *journal
-	seq      uint64
-	failed   error
-	lastTry  time.Time // last recovery attempt after failed
-	lastFull int64
+	d         *deriver
+	journal   *journal
+	seq       uint64
+	failed    error
+	lastTry   time.Time // last recovery attempt after failed
+	lastFull  int64
+	recovered bool // the state was rebuilt from journal entries
 	// abandoned makes the worker exit without flushing or checkpointing,
 	// as a killed process would; only tests set it.
 	abandoned bool
@@ -211,6 +233,7 @@ type recordsMetrics struct {
 	labelSets     prometheus.Gauge
 	unresolved    prometheus.Counter
 	recoveries    prometheus.Counter
+	restamped     *prometheus.CounterVec
 }
 
 type submission struct {
@@ -253,7 +276,9 @@ func NewRecords(app storage.AppendableV2, md MetadataSink, opts RecordsOptions, 
 			}
 		}
 	}
-	p.flushSeries(true)
+	if p.recovered {
+		p.flushSeries(false)
+	}
 	go p.run()
 	return p, nil
 }
@@ -299,6 +324,10 @@ func newRecordsMetrics(reg prometheus.Registerer) recordsMetrics {
 			Name: "tailroot_records_recoveries_total",
 			Help: "Times the pipeline recovered its journal and store after a failed write, without a restart.",
 		}),
+		restamped: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "tailroot_records_derived_restamped_total",
+			Help: "Requests counted in the derived series at a later time than their own end time, by reason: future (end time after now), behind_series (ended before a sample already written for their label set), outside_backfill_window (older than the backfill window).",
+		}, []string{"reason"}),
 		unresolved: f.NewCounter(prometheus.CounterOpts{
 			Name: "tailroot_records_recovery_unresolved_total",
 			Help: "Journal entries at recovery whose stored records could not be identified; their records are missing from the derived series.",
@@ -323,14 +352,73 @@ func (p *Records) recover() error {
 		p.m.unresolved.Add(float64(unresolved))
 		p.logger.Error("records: journal entries whose stored records could not be identified; their requests are missing from the derived series", "entries", unresolved)
 	}
+	d.res, d.maxAge, d.refresh = p.opts.DeriveResolution.Milliseconds(), p.opts.BackfillWindow.Milliseconds(), p.opts.RefreshInterval.Milliseconds()
 	p.d, p.journal, p.seq = d, j, last
-	if last > seq || len(entries) > 0 {
+	p.recovered = last > seq || len(entries) > 0
+	if p.recovered {
+		// The crashed process may have appended derived samples after the
+		// checkpoint's clocks, up to its wall clock: the recovered requests
+		// are counted from now on, after all of them.
+		d.advanceClocks(time.Now().UnixMilli())
 		d.markAllDirty()
+		if err := p.afterCrash(); err != nil {
+			p.logger.Error("records: list derived series after recovery; series first created by recovered requests may lack their zero sample", "err", err)
+		}
 		if err := p.writeCheckpoint(); err != nil {
 			_ = j.close()
 			return fmt.Errorf("records pipeline: %w", err)
 		}
 	}
+	return nil
+}
+
+// afterCrash reads the derived series the crashed process left in the
+// TSDB, when the appendable can be queried (the TSDB can): it moves every
+// clock past samples stamped at or after now (possible when the restart
+// is fast or a stamp was moved ahead), and flags the series the TSDB does
+// not hold so that they get their zero sample.
+func (p *Records) afterCrash() error {
+	q, ok := p.app.(storage.Queryable)
+	if !ok {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	qr, err := q.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	defer qr.Close()
+	have := map[uint64]struct{}{}
+	newest := int64(math.MinInt64)
+	var it chunkenc.Iterator
+	for family := range derivedMetadata {
+		m := labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, family)
+		ss := qr.Select(context.Background(), false, &storage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series"}, m)
+		for ss.Next() {
+			have[ss.At().Labels().Hash()] = struct{}{}
+		}
+		if err := ss.Err(); err != nil {
+			return err
+		}
+		ss = qr.Select(context.Background(), false, &storage.SelectHints{Start: now, End: math.MaxInt64}, m)
+		for ss.Next() {
+			it = ss.At().Iterator(it)
+			if it.Seek(now) == chunkenc.ValNone {
+				continue
+			}
+			newest = max(newest, it.AtT())
+			for it.Next() != chunkenc.ValNone {
+				newest = max(newest, it.AtT())
+			}
+		}
+		if err := ss.Err(); err != nil {
+			return err
+		}
+	}
+	if newest != math.MinInt64 {
+		p.d.advanceClocks(newest + 1)
+	}
+	p.d.markMissing(func(ls labels.Labels) bool { _, ok := have[ls.Hash()]; return ok })
 	return nil
 }
 
@@ -513,9 +601,7 @@ func (p *Records) commit(group []*submission) {
 			// Chunks before k are stored; keep the state in step with the
 			// store until the restart that recovers this entry.
 			for _, done := range chunks[:k] {
-				for j := range done {
-					p.d.add(&done[j])
-				}
+				p.d.pending = append(p.d.pending, done...)
 			}
 			p.fail(err)
 			reply(fmt.Errorf("%w: %v", ErrRecordsFailed, err))
@@ -523,9 +609,7 @@ func (p *Records) commit(group []*submission) {
 		}
 	}
 	for _, c := range chunks {
-		for j := range c {
-			p.d.add(&c[j])
-		}
+		p.d.pending = append(p.d.pending, c...)
 	}
 	p.m.batches.Inc()
 	if p.opts.DeriveInterval == 0 {
@@ -584,9 +668,10 @@ func (p *Records) Ready() error {
 	return nil
 }
 
-// flushSeries appends the derived series; full appends every series, not
-// only those changed since the last flush. Errors are logged and counted:
-// the state keeps the values and the next flush appends them.
+// flushSeries folds the pending requests into the derived state and
+// appends the derived series; full also re-appends the unchanged ones.
+// Errors are logged and counted: the state keeps the values and the next
+// flush appends every series again.
 func (p *Records) flushSeries(full bool) {
 	start := time.Now()
 	now := start.UnixMilli()
@@ -595,35 +680,40 @@ func (p *Records) flushSeries(full bool) {
 	}
 	err := p.appendDerived(now, full)
 	if isTimestampCollision(err) {
-		// The derived series already hold a sample at or after this
-		// timestamp: a previous process flushed in the same milliseconds
-		// before a crash lost its last timestamp. Counters are cumulative,
-		// so writing the whole state a second later is exact.
-		p.d.lastTs = max(p.d.lastTs, now) + 1000
+		// The derived series already hold a sample at or after a stamp:
+		// a previous process appended beyond the clocks it left, or the
+		// TSDB moved its window. Counters are cumulative, so writing the
+		// whole state a second after now is exact.
+		p.d.advanceClocks(now + 1000)
+		p.d.markAllDirty()
 		err = p.appendDerived(now, true)
+	}
+	for reason, n := range p.d.drainRestamped() {
+		if n > 0 {
+			p.m.restamped.WithLabelValues(restampReasons[reason]).Add(float64(n))
+			p.logger.Warn("records: requests counted in the derived series later than their end time", "reason", restampReasons[reason], "requests", n)
+		}
 	}
 	p.m.labelSets.Set(float64(len(p.d.order)))
 	if p.d.overflow != nil {
 		p.m.overflow.Set(1)
 	}
 	if err != nil {
+		p.d.markAllDirty()
 		p.m.flushErrors.Inc()
 		p.logger.Error("records: append derived series", "err", err)
 		return
 	}
-	p.d.clean()
 	if full {
 		p.lastFull = now
 	}
 	p.m.flushSeconds.Observe(time.Since(start).Seconds())
 }
 
-// appendDerived appends the derived series in one commit at the next
-// derived timestamp.
+// appendDerived appends the derived series in one commit.
 func (p *Records) appendDerived(now int64, full bool) error {
 	app := p.app.AppenderV2(context.Background())
-	ts := p.d.nextTimestamp(now)
-	if _, err := p.d.flush(app, ts, full); err != nil {
+	if _, err := p.d.flush(app, now, full); err != nil {
 		_ = app.Rollback()
 		return err
 	}
@@ -635,6 +725,7 @@ func (p *Records) appendDerived(now int64, full bool) error {
 func isTimestampCollision(err error) bool {
 	return errors.Is(err, storage.ErrDuplicateSampleForTimestamp) ||
 		errors.Is(err, storage.ErrOutOfOrderSample) ||
+		errors.Is(err, storage.ErrOutOfBounds) ||
 		errors.Is(err, storage.ErrTooOldSample)
 }
 
@@ -645,6 +736,9 @@ func (p *Records) checkpoint() {
 	if p.failed != nil {
 		return
 	}
+	// The checkpoint empties the journal, so it must cover every stored
+	// request: fold the pending ones first.
+	p.flushSeries(false)
 	if err := p.writeCheckpoint(); err != nil {
 		p.logger.Error("records: checkpoint derived state", "err", err)
 		return
@@ -672,7 +766,7 @@ func (p *Records) writeCheckpoint() error {
 // Flush appends the changed derived series and checkpoints now; tests and
 // tools use it to make series and state current.
 func (p *Records) Flush(ctx context.Context) error {
-	return p.do(ctx, func() { p.flushSeries(false); p.checkpoint() })
+	return p.do(ctx, func() { p.checkpoint() })
 }
 
 // Accumulators returns the current tail accumulators of the label sets (as
@@ -680,7 +774,7 @@ func (p *Records) Flush(ctx context.Context) error {
 // all.
 func (p *Records) Accumulators(ctx context.Context, keep func(labels.Labels) bool) (*attribution.Accumulators, error) {
 	var acc *attribution.Accumulators
-	err := p.do(ctx, func() { acc = p.d.accumulators(keep) })
+	err := p.do(ctx, func() { p.flushSeries(false); acc = p.d.accumulators(keep) })
 	return acc, err
 }
 

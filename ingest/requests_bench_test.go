@@ -99,6 +99,34 @@ func BenchmarkRecordsIngest(b *testing.B) {
 	b.ReportMetric(float64(dirSize(b, dir))/float64(n), "disk-bytes/record")
 }
 
+// BenchmarkRecordsIngestLive is BenchmarkRecordsIngest with requests
+// ending in the last minutes, 100 per second, so each batch of 1000 spans
+// ten 1 s slots and every changed series is appended once per slot (with
+// its zero or previous-value sample where it needs one), as on a live
+// server.
+func BenchmarkRecordsIngestLive(b *testing.B) {
+	src := benchRequests(b, b.N*benchBatch)
+	items := make([]Item, len(src))
+	copy(items, src)
+	start := time.Now().Add(-10 * time.Minute).UnixMilli()
+	for i := range items {
+		items[i].Record.Time = start + int64(i)*10 - int64(items[i].Record.E2E*1000)
+	}
+	db := openTestDB(b)
+	p := openTestRecords(b, db, testRecordsOptions(b.TempDir()))
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		lo := i * benchBatch
+		if err := p.Append(ctx, "bench", items[lo:lo+benchBatch]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "records/s")
+}
+
 // BenchmarkNaiveSeriesPerRequest is the alternative the record store
 // replaces: each request becomes eight TSDB series of one sample (its e2e
 // and seven stages, labelled with its request id), in batches of 1000 per

@@ -28,7 +28,7 @@ func runAttribute(out io.Writer, args []string) error {
 	window := fs.String("window", "5m", "window length ending at --end")
 	end := fs.String("end", "", "window end: Unix seconds or RFC 3339 (default now)")
 	quantile := fs.Float64("quantile", 0.99, "quantile level p in (0, 1)")
-	method := fs.String("method", "tail-mean", "tail-mean, euler, excess, shapley (needs --baseline-offset) or auto (records, else accumulators)")
+	method := fs.String("method", "auto", "auto (records, else tail accumulators, else stage histograms), tail-mean, euler, excess or shapley (needs --baseline-offset)")
 	metric := fs.String("metric", "e2e", "latency to decompose: e2e or ttft")
 	baseline := fs.String("baseline-offset", "", "shapley: compare with the same window this long before (e.g. 1d)")
 	prompt := fs.String("prompt-template", "", "prompt template text; its sha256 becomes the report's prompt_hash")

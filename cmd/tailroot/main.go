@@ -28,6 +28,7 @@ commands:
   attribute  print the P99 stage breakdown of a window from a running server
   simulate   generate an incident scenario, push or write it, print its ground truth
   check      check rule files (tailroot check rules FILE...), tailroot functions included
+  import     load request records (NDJSON, CSV, vLLM benchmark JSON) and OpenMetrics series into a running server
   eval-rca   score root-cause ranking (AC@1, AC@3, Avg@5) against plain BARO on simulated incidents
   version    print the version
 
@@ -48,6 +49,8 @@ func main() {
 		err = attribute(os.Args[2:])
 	case "simulate":
 		err = simulateCommand(os.Args[2:])
+	case "import":
+		err = importCommand(os.Args[2:])
 	case "eval-rca":
 		err = evalRCACommand(os.Args[2:])
 	case "check":

@@ -221,6 +221,9 @@ func serve(args []string) error {
 	if c.records.Store.Dir == "" {
 		c.records.Store.Dir = filepath.Join(c.dataDir, "records")
 	}
+	if c.records.BackfillWindow == 0 {
+		c.records.BackfillWindow = c.db.OutOfOrderWindow // derived samples as old as the TSDB takes
+	}
 	recs, err := ingest.NewRecords(db, db.Metadata, c.records, logger.With("component", "records"), reg)
 	if err != nil {
 		return err
