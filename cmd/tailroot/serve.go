@@ -64,6 +64,7 @@ type serveConfig struct {
 	reportS3                             api.S3Options
 	evidence                             evidence.Options
 	shutdownTimeout                      time.Duration
+	peers                                peersConfig
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -111,6 +112,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	addPeerFlags(fs, &c.peers)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -199,7 +201,11 @@ func serve(args []string) error {
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
-	funcs, err := builtin.Registry(recs.Store())
+	recordSrc, err := c.peers.source(recs.Store())
+	if err != nil {
+		return err
+	}
+	funcs, err := builtin.Registry(recordSrc)
 	if err != nil {
 		return err
 	}
@@ -244,6 +250,7 @@ func serve(args []string) error {
 	})
 	extra := func(r *mux.Router) {
 		recs.Register(r)
+		c.peers.register(r, recs.Store())
 		evAPI.Register(r)
 		attribution.Register(r)
 		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, db, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
@@ -269,7 +276,7 @@ func serve(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           c.peers.wrap(srv.Handler()),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
 	}

@@ -159,13 +159,16 @@ func (s *LocalShard) window(ctx context.Context, req *ShardRequest) (*snapshot, 
 
 // Stats answers one round.
 func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardResponse, error) {
-	sn, err := s.window(ctx, req)
-	if err != nil {
-		return nil, err
-	}
 	field := req.Field
 	if field == "" {
 		field = "e2e"
+	}
+	if err := CheckField(field); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadShardRequest, err)
+	}
+	sn, err := s.window(ctx, req)
+	if err != nil {
+		return nil, err
 	}
 	reqs := sn.pop.Requests
 	n := reqs.Len()
