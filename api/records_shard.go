@@ -66,9 +66,18 @@ func DecodeShardRequest(body io.Reader, encoding string) (*tailfn.ShardRequest, 
 	for _, c := range []struct {
 		name string
 		n    int
-	}{{"counts", len(req.Counts)}, {"at", len(req.At)}, {"sums", len(req.Sums)}, {"ties", len(req.Ties)}} {
+	}{{"splits", len(req.Splits)}, {"at", len(req.At)}, {"sums", len(req.Sums)}, {"ties", len(req.Ties)}} {
 		if c.n > maxShardItems {
 			return nil, fmt.Errorf("%s: %d items, over the limit of %d", c.name, c.n, maxShardItems)
+		}
+	}
+	work := 0
+	for i, sp := range req.Splits {
+		if sp.Fanout < 1 || sp.Fanout > maxShardItems {
+			return nil, fmt.Errorf("splits[%d]: fanout %d outside [1, %d]", i, sp.Fanout, maxShardItems)
+		}
+		if work += sp.Fanout; work > maxShardItems {
+			return nil, fmt.Errorf("splits: %d thresholds in all, over the limit of %d", work, maxShardItems)
 		}
 	}
 	if req.Query == "" {

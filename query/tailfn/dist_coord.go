@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -258,65 +257,68 @@ func (v *view) selectRanks(ks []int) ([]float64, error) {
 		}
 		st[i] = search{orderKey(cs.min), orderKey(cs.max)}
 	}
-	T := uint64(v.s.fanout)
 	for {
-		// Thresholds per unresolved rank.
-		per := make([][]uint64, len(ks))
-		var all []uint64
+		// One split per unresolved rank; ranks sharing an interval share it.
+		var splits []KeySplit
+		idx := make([]int, len(ks))
 		for i, s := range st {
+			idx[i] = -1
 			if s.lo == s.hi {
 				continue
 			}
-			width := s.hi - s.lo
-			if width <= T {
-				for k := s.lo; k < s.hi; k++ {
-					per[i] = append(per[i], k)
-				}
-			} else {
-				for j := uint64(1); j <= T; j++ {
-					hi, lo := bits.Mul64(width, j)
-					q, _ := bits.Div64(hi, lo, T+1)
-					per[i] = append(per[i], s.lo+q)
-				}
+			sp := KeySplit{Lo: s.lo, Hi: s.hi, Fanout: v.s.fanout}
+			if j := slices.Index(splits, sp); j >= 0 {
+				idx[i] = j
+				continue
 			}
-			all = append(all, per[i]...)
+			idx[i] = len(splits)
+			splits = append(splits, sp)
 		}
-		if len(all) == 0 {
+		if len(splits) == 0 {
 			break
 		}
-		slices.Sort(all)
-		all = slices.Compact(all)
-		resps, err := v.round(func(r *ShardRequest) { r.Counts = all })
+		resps, err := v.round(func(r *ShardRequest) { r.Splits = splits })
 		if err != nil {
 			return nil, err
 		}
-		counts := make([]int, len(all))
-		for si, r := range resps {
-			if len(r.Counts) != len(all) {
-				return nil, fmt.Errorf("shard %s: %d counts for %d thresholds", v.s.shards[si].Name(), len(r.Counts), len(all))
-			}
-			for j, c := range r.Counts {
-				counts[j] += c
-			}
+		// cum[j][t] = #{v : key(v) ≤ threshold t of split j}, over every shard.
+		cum := make([][]int, len(splits))
+		for j, sp := range splits {
+			cum[j] = make([]int, len(SplitKeys(sp.Lo, sp.Hi, sp.Fanout)))
 		}
-		for i, ts := range per {
-			if ts == nil {
-				continue
+		for si, r := range resps {
+			if len(r.Splits) != len(splits) {
+				return nil, fmt.Errorf("shard %s: %d split answers for %d splits", v.s.shards[si].Name(), len(r.Splits), len(splits))
 			}
-			need := ks[i] + 1
-			found := false
-			for j, t := range ts {
-				idx, _ := slices.BinarySearch(all, t)
-				if counts[idx] >= need {
-					st[i].hi = t
-					if j > 0 {
-						st[i].lo = ts[j-1] + 1
-					}
-					found = true
-					break
+			for j, sc := range r.Splits {
+				if len(sc.In) != len(cum[j]) {
+					return nil, fmt.Errorf("shard %s: %d counts for %d thresholds", v.s.shards[si].Name(), len(sc.In), len(cum[j]))
+				}
+				c := sc.Below
+				for t, in := range sc.In {
+					c += in
+					cum[j][t] += c
 				}
 			}
-			if !found {
+		}
+		for i, j := range idx {
+			if j < 0 {
+				continue
+			}
+			sp := splits[j]
+			ts := SplitKeys(sp.Lo, sp.Hi, sp.Fanout)
+			need := ks[i] + 1
+			// The first threshold whose count reaches need, or len(ts).
+			t := 0
+			for t < len(ts) && cum[j][t] < need {
+				t++
+			}
+			if t < len(ts) {
+				st[i].hi = ts[t]
+				if t > 0 {
+					st[i].lo = ts[t-1] + 1
+				}
+			} else {
 				st[i].lo = ts[len(ts)-1] + 1
 			}
 			if st[i].lo > st[i].hi {

@@ -173,7 +173,7 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 	reqs := sn.pop.Requests
 	n := reqs.Len()
 	out := &ShardResponse{N: n, Clamped: sn.pop.Clamped, ClampedMax: sn.pop.ClampedMax}
-	needSorted := req.Summary || len(req.Counts) > 0 || len(req.At) > 0 || req.Values != nil || req.Moment != nil || req.Kernel != nil
+	needSorted := req.Summary || len(req.Splits) > 0 || len(req.At) > 0 || req.Values != nil || req.Moment != nil || req.Kernel != nil
 	var y []float64
 	if needSorted {
 		if y, err = sn.sortedField(field); err != nil {
@@ -200,11 +200,20 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 		}
 		out.Summary = sum
 	}
-	if len(req.Counts) > 0 {
-		out.Counts = make([]int, len(req.Counts))
-		for i, k := range req.Counts {
-			out.Counts[i] = sort.Search(n, func(r int) bool { return orderKey(y[r]) > k })
+	for _, sp := range req.Splits {
+		// #{v : key(v) ≤ k} by binary search on the sorted values.
+		upTo := func(k uint64) int { return sort.Search(n, func(r int) bool { return orderKey(y[r]) > k }) }
+		sc := SplitCounts{In: []int{}}
+		if sp.Lo > 0 {
+			sc.Below = upTo(sp.Lo - 1)
 		}
+		prev := sc.Below
+		for _, t := range SplitKeys(sp.Lo, sp.Hi, sp.Fanout) {
+			c := upTo(t)
+			sc.In = append(sc.In, c-prev)
+			prev = c
+		}
+		out.Splits = append(out.Splits, sc)
 	}
 	for _, v := range req.At {
 		a := AtResult{

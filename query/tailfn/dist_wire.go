@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/bits"
 	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -37,9 +38,9 @@ type ShardRequest struct {
 	// Summary asks for count, min, max and sum of Field, and the sums of
 	// every stage and of S.
 	Summary bool `json:"summary,omitempty"`
-	// Counts are order keys (see orderKey): the answer is, per key K,
-	// #{v : orderKey(v) ≤ K}.
-	Counts []uint64 `json:"counts,omitempty"`
+	// Splits are key intervals of the distributed selection (see
+	// orderKey and SplitKeys): the answer counts the values per part.
+	Splits []KeySplit `json:"splits,omitempty"`
 	// At asks, per value v, for #{v' < v}, #{v' ≤ v} and min{v' > v}.
 	At []float64 `json:"at,omitempty"`
 	// Sums asks, per range of S, for the count and the sums of every
@@ -81,6 +82,51 @@ func (r Range) Contains(v float64) bool {
 	return v < r.Hi || !r.HiOpen && v == r.Hi
 }
 
+// KeySplit is the key interval [Lo, Hi] of one searched rank, cut at the
+// thresholds SplitKeys(Lo, Hi, Fanout). Both ends compute the thresholds,
+// so they never travel.
+type KeySplit struct {
+	Lo     uint64 `json:"lo"`
+	Hi     uint64 `json:"hi"`
+	Fanout int    `json:"fanout"`
+}
+
+// SplitCounts answers a KeySplit: Below = #{v : key(v) < Lo} and, for
+// thresholds t_0 < … < t_m, In[i] = #{v : t_{i−1} < key(v) ≤ t_i} with
+// t_{−1} = Lo − 1. The counts per part are small and mostly zero after the
+// first round, so they compress well.
+type SplitCounts struct {
+	Below int   `json:"below"`
+	In    []int `json:"in"`
+}
+
+// SplitKeys returns the thresholds that cut the key interval [lo, hi]
+// (lo < hi) into at most fanout+1 parts: every key of [lo, hi) when the
+// interval is narrower than that, else fanout keys lo + ⌊(hi−lo)·i/(fanout+1)⌋,
+// i = 1…fanout, which increase strictly.
+func SplitKeys(lo, hi uint64, fanout int) []uint64 {
+	if hi <= lo || fanout <= 0 {
+		return nil
+	}
+	T := uint64(fanout)
+	width := hi - lo
+	var out []uint64
+	if width <= T {
+		out = make([]uint64, 0, width)
+		for k := lo; k < hi; k++ {
+			out = append(out, k)
+		}
+		return out
+	}
+	out = make([]uint64, 0, fanout)
+	for j := uint64(1); j <= T; j++ {
+		h, l := bits.Mul64(width, j)
+		q, _ := bits.Div64(h, l, T+1)
+		out = append(out, lo+q)
+	}
+	return out
+}
+
 // KernelQuery is the centre and bandwidth of a kernel sum.
 type KernelQuery struct {
 	Q  float64 `json:"q"`
@@ -96,7 +142,7 @@ type ShardResponse struct {
 	ClampedMax float64 `json:"clamped_max,omitempty"`
 
 	Summary *ShardSummary `json:"summary,omitempty"`
-	Counts  []int         `json:"counts,omitempty"`
+	Splits  []SplitCounts `json:"splits,omitempty"`
 	At      []AtResult    `json:"at,omitempty"`
 	Sums    []SumResult   `json:"sums,omitempty"`
 	Ties    [][]TieRecord `json:"ties,omitempty"`
