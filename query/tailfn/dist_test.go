@@ -272,3 +272,52 @@ func TestClusterPeerDown(t *testing.T) {
 		t.Errorf("partial answer without a warning naming the peer: %v", res.Warnings)
 	}
 }
+
+// countingShard counts the rounds a shard answers.
+type countingShard struct {
+	Shard
+	rounds *int
+}
+
+func (s countingShard) Stats(ctx context.Context, req *ShardRequest) (*ShardResponse, error) {
+	*s.rounds++
+	return s.Shard.Stats(ctx, req)
+}
+
+// TestClusterRounds checks the round counts docs/distributed-tails.md
+// gives (at most 8 search rounds with the default fanout, whatever n),
+// for a small and a 100 times larger window.
+func TestClusterRounds(t *testing.T) {
+	const end = int64(1_700_000_000_000)
+	limits := map[string]int{
+		`tail_mean(0.99, requests[1h])`:                               1 + 8 + 2,
+		`tail_excess(0.99, requests[1h])`:                             1 + 8 + 2,
+		`tail_heat(requests[1h])`:                                     1 + 8 + 2,
+		`tail_euler(0.99, requests[1h])`:                              1 + 8 + 1,
+		`quantile_ci(0.99, 0.95, requests[1h], "delta")`:              1 + 8 + 3,
+		`quantile_ci(0.99, 0.95, requests[1h], "bootstrap")`:          1 + 8 + 1,
+		`quantile_ci(0.99, 0.95, requests[1h], "mj")`:                 1 + 8 + 1,
+		`tail_shapley(0.99, requests[30m], requests[30m] offset 30m)`: 2,
+	}
+	for _, n := range []int{200, 20000} {
+		rng := rand.New(rand.NewPCG(uint64(n), 3))
+		recs := distRecords(rng, n, end, false)
+		a, b := openStore(t), openStore(t)
+		appendAll(t, a, recs[:n/2])
+		appendAll(t, b, recs[n/2:])
+		rounds := 0
+		cl := NewCluster(a, []Shard{countingShard{namedShard{NewLocalShard(b, DefaultShardOptions()), "peer"}, &rounds}}, DefaultClusterOptions(), DefaultShardOptions())
+		ng := newEngine(t, cl)
+		st := loadSeries(t, "")
+		for q, limit := range limits {
+			rounds = 0
+			if rows, _ := evalAll(t, ng, st, q, time.UnixMilli(end)); len(rows) == 0 {
+				t.Errorf("n=%d: %s: no rows", n, q)
+			}
+			if rounds > limit || rounds < 2 {
+				t.Errorf("n=%d: %s took %d rounds, want 2..%d", n, q, rounds, limit)
+			}
+			t.Logf("n=%d: %s: %d rounds", n, q, rounds)
+		}
+	}
+}
