@@ -89,47 +89,59 @@ func BenchmarkDistributedBytes(b *testing.B) {
 			peers = append(peers, p)
 			clients = append(clients, p)
 		}
-		cl := tailfn.NewCluster(parts[0], peers, tailfn.DefaultClusterOptions(), tailfn.DefaultShardOptions())
-		reg := query.NewRegistry()
-		if err := tailfn.Register(reg, cl); err != nil {
-			b.Fatal(err)
-		}
-		ng, err := query.New(query.DefaultOptions(), reg, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = ng.Close() })
 		st := promqltest.LoadedStorage(b, "")
-		for _, q := range queries {
-			b.Run(fmt.Sprintf("%s/n=%d", q.name, n), func(b *testing.B) {
-				b.ReportAllocs()
-				var before int64
-				for _, c := range clients {
-					s, r := c.BytesExchanged()
-					before += s + r
-				}
-				ctx := context.Background()
-				for b.Loop() {
-					qr, err := ng.NewInstantQuery(ctx, st, nil, q.q, time.UnixMilli(end))
-					if err != nil {
-						b.Fatal(err)
+		// split: the search always splits down to one key, the bound of
+		// docs/distributed-tails.md; default: it fetches the last ≤ 64
+		// values, which small windows reach in fewer rounds.
+		for _, mode := range []string{"split", "default"} {
+			opts := tailfn.DefaultClusterOptions()
+			if mode == "split" {
+				opts.FetchLimit = -1
+			}
+			cl := tailfn.NewCluster(parts[0], peers, opts, tailfn.DefaultShardOptions())
+			reg := query.NewRegistry()
+			if err := tailfn.Register(reg, cl); err != nil {
+				b.Fatal(err)
+			}
+			ng, err := query.New(query.DefaultOptions(), reg, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = ng.Close() })
+			for _, q := range queries {
+				b.Run(fmt.Sprintf("%s/mode=%s/n=%d", q.name, mode, n), func(b *testing.B) {
+					b.ReportAllocs()
+					var before, roundsBefore int64
+					for _, c := range clients {
+						s, r := c.BytesExchanged()
+						before += s + r
+						roundsBefore += c.Rounds()
 					}
-					res := qr.Exec(ctx)
-					if res.Err != nil {
-						b.Fatal(res.Err)
+					ctx := context.Background()
+					for b.Loop() {
+						qr, err := ng.NewInstantQuery(ctx, st, nil, q.q, time.UnixMilli(end))
+						if err != nil {
+							b.Fatal(err)
+						}
+						res := qr.Exec(ctx)
+						if res.Err != nil {
+							b.Fatal(res.Err)
+						}
+						if len(res.Value.(promql.Vector)) == 0 {
+							b.Fatal("no rows")
+						}
+						qr.Close()
 					}
-					if len(res.Value.(promql.Vector)) == 0 {
-						b.Fatal("no rows")
+					var after, roundsAfter int64
+					for _, c := range clients {
+						s, r := c.BytesExchanged()
+						after += s + r
+						roundsAfter += c.Rounds()
 					}
-					qr.Close()
-				}
-				var after int64
-				for _, c := range clients {
-					s, r := c.BytesExchanged()
-					after += s + r
-				}
-				b.ReportMetric(float64(after-before)/float64(b.N), "bytes/query")
-			})
+					b.ReportMetric(float64(after-before)/float64(b.N), "bytes/query")
+					b.ReportMetric(float64(roundsAfter-roundsBefore)/float64(b.N)/float64(len(clients)), "rounds/query")
+				})
+			}
 		}
 	}
 }

@@ -24,6 +24,11 @@ type ClusterOptions struct {
 	// the distributed selection: each round narrows the key interval
 	// (Fanout+1)-fold. Zero or negative means 255 (at most 8 rounds).
 	Fanout int
+	// FetchLimit ends a search early: once the key interval of a rank
+	// holds at most this many values over all nodes, the next round
+	// fetches them instead of splitting further. Zero means 64; negative
+	// disables it (pure splitting).
+	FetchLimit int
 	// PartialResponse is the default for queries that do not pass
 	// partial_response: answer from the nodes that respond, with a
 	// warning, instead of failing when a peer is down.
@@ -31,7 +36,7 @@ type ClusterOptions struct {
 }
 
 // DefaultClusterOptions returns the documented defaults.
-func DefaultClusterOptions() ClusterOptions { return ClusterOptions{Fanout: 255} }
+func DefaultClusterOptions() ClusterOptions { return ClusterOptions{Fanout: 255, FetchLimit: 64} }
 
 // Cluster is a RecordSource whose record functions tail_mean, tail_excess,
 // tail_euler, tail_heat, quantile_ci and tail_shapley run over the records
@@ -49,6 +54,9 @@ type Cluster struct {
 func NewCluster(local RecordSource, peers []Shard, opts ClusterOptions, shard ShardOptions) *Cluster {
 	if opts.Fanout <= 0 {
 		opts.Fanout = 255
+	}
+	if opts.FetchLimit == 0 {
+		opts.FetchLimit = 64
 	}
 	shards := append([]Shard{NewLocalShard(local, shard)}, peers...)
 	return &Cluster{local: local, shards: shards, opts: opts}
@@ -101,7 +109,7 @@ func (c *Cluster) run(ctx context.Context, fn string, annos *annotations.Annotat
 	partial := partialResponse(ctx, c.opts.PartialResponse)
 	var down []string
 	for {
-		s := &session{ctx: ctx, id: queryID(), shards: shards, fanout: c.opts.Fanout}
+		s := &session{ctx: ctx, id: queryID(), shards: shards, fanout: c.opts.Fanout, fetchLimit: c.opts.FetchLimit}
 		var mine annotations.Annotations
 		err := f(s, &mine)
 		var pe *PeerError
@@ -130,10 +138,11 @@ func queryID() string {
 
 // session is one evaluation over a fixed set of shards.
 type session struct {
-	ctx    context.Context
-	id     string
-	shards []Shard
-	fanout int
+	ctx        context.Context
+	id         string
+	shards     []Shard
+	fanout     int
+	fetchLimit int
 }
 
 // view is one window and field of a session.
@@ -241,54 +250,78 @@ func (v *view) summary() (*clusterSummary, error) {
 
 // selectRanks returns the order statistics x_(k) (0-based over every
 // shard) of the view's field for each k in ks, by the key-space search of
-// docs/distributed-tails.md: every round sends each unresolved rank's
-// Fanout thresholds to every shard and keeps the key range whose summed
-// count crosses k+1.
+// docs/distributed-tails.md: every round sends each unresolved rank's key
+// interval to every shard and keeps the part whose summed count crosses
+// k+1. Once an interval holds at most FetchLimit values over all shards,
+// the next round fetches them and reads x_(k) off their merged order.
 func (v *view) selectRanks(ks []int) ([]float64, error) {
 	cs, err := v.summary()
 	if err != nil {
 		return nil, err
 	}
-	type search struct{ lo, hi uint64 }
+	// [lo, hi] holds x_(k); below counts the values with keys under lo
+	// and count those in [lo, hi], over every shard.
+	type search struct {
+		lo, hi       uint64
+		below, count int
+		done         bool
+		val          float64
+	}
 	st := make([]search, len(ks))
 	for i, k := range ks {
 		if k < 0 || k >= cs.n {
 			return nil, fmt.Errorf("BUG: rank %d of %d values", k, cs.n)
 		}
-		st[i] = search{orderKey(cs.min), orderKey(cs.max)}
+		st[i] = search{lo: orderKey(cs.min), hi: orderKey(cs.max), count: cs.n}
 	}
 	for {
-		// One split per unresolved rank; ranks sharing an interval share it.
+		// One split or fetch per unresolved rank; ranks sharing an
+		// interval share it.
 		var splits []KeySplit
-		idx := make([]int, len(ks))
-		for i, s := range st {
-			idx[i] = -1
-			if s.lo == s.hi {
+		var fetch []Range
+		split := make([]int, len(ks))
+		fetched := make([]int, len(ks))
+		for i := range st {
+			s := &st[i]
+			split[i], fetched[i] = -1, -1
+			if !s.done && s.lo == s.hi {
+				s.done, s.val = true, keyValue(s.lo)
+			}
+			if s.done {
+				continue
+			}
+			if s.count <= v.s.fetchLimit {
+				rg := Range{Lo: keyValue(s.lo), Hi: keyValue(s.hi)}
+				if fetched[i] = slices.Index(fetch, rg); fetched[i] < 0 {
+					fetched[i] = len(fetch)
+					fetch = append(fetch, rg)
+				}
 				continue
 			}
 			sp := KeySplit{Lo: s.lo, Hi: s.hi, Fanout: v.s.fanout}
-			if j := slices.Index(splits, sp); j >= 0 {
-				idx[i] = j
-				continue
+			if split[i] = slices.Index(splits, sp); split[i] < 0 {
+				split[i] = len(splits)
+				splits = append(splits, sp)
 			}
-			idx[i] = len(splits)
-			splits = append(splits, sp)
 		}
-		if len(splits) == 0 {
+		if len(splits) == 0 && len(fetch) == 0 {
 			break
 		}
-		resps, err := v.round(func(r *ShardRequest) { r.Splits = splits })
+		resps, err := v.round(func(r *ShardRequest) { r.Splits, r.Fetch = splits, fetch })
 		if err != nil {
 			return nil, err
 		}
-		// cum[j][t] = #{v : key(v) ≤ threshold t of split j}, over every shard.
+		// cum[j][t] = #{v : key(v) ≤ threshold t of split j}, rest[j] the
+		// count above the last threshold up to hi, over every shard.
 		cum := make([][]int, len(splits))
+		rest := make([]int, len(splits))
 		for j, sp := range splits {
 			cum[j] = make([]int, len(SplitKeys(sp.Lo, sp.Hi, sp.Fanout)))
 		}
+		vals := make([][]float64, len(fetch))
 		for si, r := range resps {
-			if len(r.Splits) != len(splits) {
-				return nil, fmt.Errorf("shard %s: %d split answers for %d splits", v.s.shards[si].Name(), len(r.Splits), len(splits))
+			if len(r.Splits) != len(splits) || len(r.Fetched) != len(fetch) {
+				return nil, fmt.Errorf("shard %s: %d split and %d fetch answers for %d and %d", v.s.shards[si].Name(), len(r.Splits), len(r.Fetched), len(splits), len(fetch))
 			}
 			for j, sc := range r.Splits {
 				if len(sc.In) != len(cum[j]) {
@@ -299,9 +332,25 @@ func (v *view) selectRanks(ks []int) ([]float64, error) {
 					c += in
 					cum[j][t] += c
 				}
+				rest[j] += sc.Rest
+			}
+			for j, x := range r.Fetched {
+				vals[j] = append(vals[j], x...)
 			}
 		}
-		for i, j := range idx {
+		for j := range vals {
+			slices.Sort(vals[j])
+		}
+		for i := range st {
+			s := &st[i]
+			if j := fetched[i]; j >= 0 {
+				if len(vals[j]) != s.count {
+					return nil, fmt.Errorf("%w: %d values fetched in [%v, %v], %d counted", ErrSnapshotChanged, len(vals[j]), keyValue(s.lo), keyValue(s.hi), s.count)
+				}
+				s.done, s.val = true, vals[j][ks[i]-s.below]
+				continue
+			}
+			j := split[i]
 			if j < 0 {
 				continue
 			}
@@ -313,22 +362,23 @@ func (v *view) selectRanks(ks []int) ([]float64, error) {
 			for t < len(ts) && cum[j][t] < need {
 				t++
 			}
-			if t < len(ts) {
-				st[i].hi = ts[t]
-				if t > 0 {
-					st[i].lo = ts[t-1] + 1
-				}
-			} else {
-				st[i].lo = ts[len(ts)-1] + 1
+			atHi := cum[j][len(ts)-1] + rest[j]
+			switch {
+			case t == len(ts):
+				s.lo, s.below, s.count = ts[len(ts)-1]+1, cum[j][len(ts)-1], atHi-cum[j][len(ts)-1]
+			case t == 0:
+				s.hi, s.count = ts[0], cum[j][0]-s.below
+			default:
+				s.lo, s.hi, s.below, s.count = ts[t-1]+1, ts[t], cum[j][t-1], cum[j][t]-cum[j][t-1]
 			}
-			if st[i].lo > st[i].hi {
-				return nil, fmt.Errorf("BUG: selection of rank %d crossed: [%d, %d]", ks[i], st[i].lo, st[i].hi)
+			if s.lo > s.hi || s.count <= 0 || s.below > ks[i] {
+				return nil, fmt.Errorf("BUG: selection of rank %d lost it: keys [%d, %d], %d below, %d inside", ks[i], s.lo, s.hi, s.below, s.count)
 			}
 		}
 	}
 	out := make([]float64, len(ks))
 	for i, s := range st {
-		out[i] = keyValue(s.lo)
+		out[i] = s.val
 	}
 	return out, nil
 }

@@ -25,6 +25,7 @@ type PeerShard struct {
 	// sent and received count body bytes on the wire (compressed when
 	// compressed), for BytesExchanged.
 	sent, received atomic.Int64
+	rounds         atomic.Int64
 }
 
 // NewPeerShard returns the peer at base (scheme://host[:port][/prefix]),
@@ -49,6 +50,9 @@ func (p *PeerShard) Name() string { return p.base }
 // BytesExchanged returns the body bytes sent to and received from the
 // peer so far.
 func (p *PeerShard) BytesExchanged() (sent, received int64) { return p.sent.Load(), p.received.Load() }
+
+// Rounds returns the number of rounds sent to the peer so far.
+func (p *PeerShard) Rounds() int64 { return p.rounds.Load() }
 
 // Stats runs one round on the peer.
 func (p *PeerShard) Stats(ctx context.Context, req *ShardRequest) (*ShardResponse, error) {
@@ -78,6 +82,7 @@ func (p *PeerShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespons
 	// and the bytes counted are those on the wire.
 	hr.Header.Set("Accept-Encoding", "gzip")
 	p.sent.Add(int64(len(body)))
+	p.rounds.Add(1)
 	resp, err := p.client.Do(hr)
 	if err != nil {
 		return nil, err

@@ -173,7 +173,7 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 	reqs := sn.pop.Requests
 	n := reqs.Len()
 	out := &ShardResponse{N: n, Clamped: sn.pop.Clamped, ClampedMax: sn.pop.ClampedMax}
-	needSorted := req.Summary || len(req.Splits) > 0 || len(req.At) > 0 || req.Values != nil || req.Moment != nil || req.Kernel != nil
+	needSorted := req.Summary || len(req.Splits) > 0 || len(req.Fetch) > 0 || len(req.At) > 0 || req.Values != nil || req.Moment != nil || req.Kernel != nil
 	var y []float64
 	if needSorted {
 		if y, err = sn.sortedField(field); err != nil {
@@ -213,7 +213,20 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 			sc.In = append(sc.In, c-prev)
 			prev = c
 		}
+		sc.Rest = upTo(sp.Hi) - prev
 		out.Splits = append(out.Splits, sc)
+	}
+	for _, rg := range req.Fetch {
+		from := sort.Search(n, func(r int) bool { return y[r] > rg.Lo || y[r] == rg.Lo && !rg.LoOpen })
+		to := from
+		for to < n && rg.Contains(y[to]) {
+			to++
+		}
+		got := slices.Clone(y[from:to])
+		if got == nil {
+			got = []float64{}
+		}
+		out.Fetched = append(out.Fetched, got)
 	}
 	for _, v := range req.At {
 		a := AtResult{

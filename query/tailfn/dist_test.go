@@ -196,23 +196,33 @@ func TestClusterMatchesOneStore(t *testing.T) {
 				namedShard{NewLocalShard(stores[1], DefaultShardOptions()), "peer-1"},
 				namedShard{NewLocalShard(stores[2], DefaultShardOptions()), "peer-2"},
 			}
-			cl := NewCluster(stores[0], peers, ClusterOptions{Fanout: 15}, DefaultShardOptions())
-			one, dist := newEngine(t, all), newEngine(t, cl)
+			// Pure splitting with a small fanout (many rounds, exact keys
+			// at the end), and the defaults (fetching the last values).
+			one := newEngine(t, all)
 			st := loadSeries(t, "")
-			for _, q := range distQueries {
-				want, wantAnnos := evalAll(t, one, st, q, ts)
-				got, gotAnnos := evalAll(t, dist, st, q, ts)
-				if bad := sameRows(want, got, 1e-9); len(bad) > 0 {
-					t.Errorf("%s: %d rows differ:\n%s", q, len(bad), strings.Join(bad, "\n"))
-				}
-				if !slices.Equal(wantAnnos, gotAnnos) {
-					t.Errorf("%s: annotations %q, want %q", q, gotAnnos, wantAnnos)
-				}
-				if len(want) == 0 && !strings.Contains(q, "nope") && tc.n > 100 {
-					t.Errorf("%s: no rows", q)
-				}
+			for _, opts := range []ClusterOptions{{Fanout: 15, FetchLimit: -1}, DefaultClusterOptions()} {
+				cl := NewCluster(stores[0], peers, opts, DefaultShardOptions())
+				compareAll(t, one, newEngine(t, cl), st, ts, tc.n)
 			}
 		})
+	}
+}
+
+// compareAll runs distQueries on one store and on a cluster.
+func compareAll(t *testing.T, one, dist *query.Engine, st storage.Queryable, ts time.Time, n int) {
+	t.Helper()
+	for _, q := range distQueries {
+		want, wantAnnos := evalAll(t, one, st, q, ts)
+		got, gotAnnos := evalAll(t, dist, st, q, ts)
+		if bad := sameRows(want, got, 1e-9); len(bad) > 0 {
+			t.Errorf("%s: %d rows differ:\n%s", q, len(bad), strings.Join(bad, "\n"))
+		}
+		if !slices.Equal(wantAnnos, gotAnnos) {
+			t.Errorf("%s: annotations %q, want %q", q, gotAnnos, wantAnnos)
+		}
+		if len(want) == 0 && !strings.Contains(q, "nope") && n > 100 {
+			t.Errorf("%s: no rows", q)
+		}
 	}
 }
 

@@ -46,6 +46,8 @@ type ShardRequest struct {
 	// Sums asks, per range of S, for the count and the sums of every
 	// stage and of S over the requests whose S lies in it.
 	Sums []Range `json:"sums,omitempty"`
+	// Fetch asks, per range, for the ascending values of Field in it.
+	Fetch []Range `json:"fetch,omitempty"`
 	// Ties asks, per value v, for the time and stages of every request
 	// with S = v, in the node's record order.
 	Ties []float64 `json:"ties,omitempty"`
@@ -93,11 +95,13 @@ type KeySplit struct {
 
 // SplitCounts answers a KeySplit: Below = #{v : key(v) < Lo} and, for
 // thresholds t_0 < … < t_m, In[i] = #{v : t_{i−1} < key(v) ≤ t_i} with
-// t_{−1} = Lo − 1. The counts per part are small and mostly zero after the
-// first round, so they compress well.
+// t_{−1} = Lo − 1, and Rest = #{v : t_m < key(v) ≤ Hi}. The counts per
+// part are small and mostly zero after the first round, so they compress
+// well.
 type SplitCounts struct {
 	Below int   `json:"below"`
 	In    []int `json:"in"`
+	Rest  int   `json:"rest"`
 }
 
 // SplitKeys returns the thresholds that cut the key interval [lo, hi]
@@ -143,6 +147,7 @@ type ShardResponse struct {
 
 	Summary *ShardSummary `json:"summary,omitempty"`
 	Splits  []SplitCounts `json:"splits,omitempty"`
+	Fetched [][]float64   `json:"fetched,omitempty"`
 	At      []AtResult    `json:"at,omitempty"`
 	Sums    []SumResult   `json:"sums,omitempty"`
 	Ties    [][]TieRecord `json:"ties,omitempty"`
