@@ -18,7 +18,9 @@ import (
 // ShardOptions tunes a LocalShard.
 type ShardOptions struct {
 	// SnapshotTTL is how long a window's columns are kept for the rounds
-	// of one query after its last use; zero or negative means one minute.
+	// of one query after its last use: long enough for the gap between two
+	// rounds, short so that finished queries release memory. Zero or
+	// negative means 15 s.
 	SnapshotTTL time.Duration
 	// MaxSnapshots bounds the windows kept at once (the oldest goes
 	// first); zero or negative means 8.
@@ -32,7 +34,7 @@ type ShardOptions struct {
 
 // DefaultShardOptions returns the documented defaults.
 func DefaultShardOptions() ShardOptions {
-	return ShardOptions{SnapshotTTL: time.Minute, MaxSnapshots: 8}
+	return ShardOptions{SnapshotTTL: 15 * time.Second, MaxSnapshots: 8}
 }
 
 // LocalShard answers the distributed tail protocol over a RecordSource:
@@ -50,7 +52,7 @@ type LocalShard struct {
 // NewLocalShard returns a shard over src.
 func NewLocalShard(src RecordSource, opts ShardOptions) *LocalShard {
 	if opts.SnapshotTTL <= 0 {
-		opts.SnapshotTTL = time.Minute
+		opts.SnapshotTTL = 15 * time.Second
 	}
 	if opts.MaxSnapshots <= 0 {
 		opts.MaxSnapshots = 8
