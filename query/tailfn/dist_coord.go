@@ -81,7 +81,9 @@ func WithPartialResponse(ctx context.Context, partial bool) context.Context {
 	return context.WithValue(ctx, partialKey{}, partial)
 }
 
-func partialResponse(ctx context.Context, def bool) bool {
+// PartialResponseFrom returns the partial_response choice ctx carries, or
+// def when it carries none.
+func PartialResponseFrom(ctx context.Context, def bool) bool {
 	if v, ok := ctx.Value(partialKey{}).(bool); ok {
 		return v
 	}
@@ -106,7 +108,7 @@ func (e *PeerError) Unwrap() error { return e.Err }
 // attempt's are kept.
 func (c *Cluster) run(ctx context.Context, fn string, annos *annotations.Annotations, f func(s *session, annos *annotations.Annotations) error) error {
 	shards := c.shards
-	partial := partialResponse(ctx, c.opts.PartialResponse)
+	partial := PartialResponseFrom(ctx, c.opts.PartialResponse)
 	var down []string
 	for {
 		s := &session{ctx: ctx, id: queryID(), shards: shards, fanout: c.opts.Fanout, fetchLimit: c.opts.FetchLimit}
