@@ -201,7 +201,7 @@ func serve(args []string) error {
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
-	recordSrc, err := c.peers.source(recs.Store())
+	recordSrc, err := c.peers.source(recs.Store(), reg)
 	if err != nil {
 		return err
 	}

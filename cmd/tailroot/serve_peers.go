@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
 	promconfig "github.com/prometheus/common/config"
 
 	"github.com/tailroot/tailroot/api"
@@ -45,7 +46,9 @@ func addPeerFlags(fs *flag.FlagSet, c *peersConfig) {
 
 // source returns the record source the query engine reads: the local store
 // alone without peers, else a cluster of the store and the peers.
-func (c *peersConfig) source(local tailfn.ColumnSource) (tailfn.RecordSource, error) {
+// Each peer's rounds, failed rounds and body bytes are exported on reg
+// (nil registers nothing).
+func (c *peersConfig) source(local tailfn.ColumnSource, reg prometheus.Registerer) (tailfn.RecordSource, error) {
 	if len(c.urls) == 0 {
 		if c.httpConfig != "" {
 			return nil, fmt.Errorf("--records.peer.http-config without --records.peer")
@@ -69,6 +72,9 @@ func (c *peersConfig) source(local tailfn.ColumnSource) (tailfn.RecordSource, er
 			return nil, fmt.Errorf("--records.peer: %w", err)
 		}
 		peers = append(peers, p)
+		if reg != nil {
+			registerPeerMetrics(reg, p)
+		}
 	}
 	opts := tailfn.DefaultClusterOptions()
 	opts.PartialResponse = c.partial
@@ -103,4 +109,16 @@ func (c *peersConfig) wrap(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(tailfn.WithPartialResponse(r.Context(), b)))
 	})
+}
+
+// registerPeerMetrics exports a peer's counters.
+func registerPeerMetrics(reg prometheus.Registerer, p *tailfn.PeerShard) {
+	peer := prometheus.Labels{"peer": p.Name()}
+	counter := func(name, help string, f func() float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: peer}, f))
+	}
+	counter("tailroot_records_peer_rounds_total", "Rounds of the distributed tail protocol sent to the peer.", func() float64 { return float64(p.Rounds()) })
+	counter("tailroot_records_peer_failed_rounds_total", "Rounds the peer did not answer (connection error, non-2xx, malformed reply, deadline).", func() float64 { return float64(p.Failed()) })
+	counter("tailroot_records_peer_sent_bytes_total", "Body bytes sent to the peer (compressed when compressed).", func() float64 { s, _ := p.BytesExchanged(); return float64(s) })
+	counter("tailroot_records_peer_received_bytes_total", "Body bytes received from the peer (compressed when compressed).", func() float64 { _, r := p.BytesExchanged(); return float64(r) })
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tailroot/tailroot/query/tailfn"
 )
 
@@ -21,13 +24,17 @@ func TestPeerFlags(t *testing.T) {
 	if got := strings.Join(c.peers.urls, " "); got != "http://a:9490 http://b:9490 https://c/prefix/" {
 		t.Fatalf("peers %q", got)
 	}
-	src, err := c.peers.source(nil)
+	reg := prometheus.NewRegistry()
+	src, err := c.peers.source(nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl, ok := src.(*tailfn.Cluster)
 	if !ok || len(cl.Shards()) != 4 || cl.Shards()[3].Name() != "https://c/prefix" {
 		t.Fatalf("source %T with shards %v", src, cl)
+	}
+	if n, err := testutil.GatherAndCount(reg, "tailroot_records_peer_rounds_total"); err != nil || n != 3 {
+		t.Errorf("%d rounds series, want one per peer (3): %v", n, err)
 	}
 	cfg := filepath.Join(t.TempDir(), "http.yml")
 	if err := os.WriteFile(cfg, []byte("basic_auth:\n  username: u\n  password: p\n"), 0o600); err != nil {
@@ -44,14 +51,14 @@ func TestPeerFlags(t *testing.T) {
 	} {
 		c, _, err := parseServeFlags(tc.args)
 		if err == nil {
-			_, err = c.peers.source(nil)
+			_, err = c.peers.source(nil, nil)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one naming %s", tc.args, err, tc.want)
 		}
 	}
 	c, _, _ = parseServeFlags([]string{"--records.peer=http://a", "--records.peer.http-config=" + cfg})
-	if _, err := c.peers.source(nil); err != nil {
+	if _, err := c.peers.source(nil, nil); err != nil {
 		t.Errorf("with an http config: %v", err)
 	}
 }

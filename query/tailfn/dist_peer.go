@@ -25,7 +25,7 @@ type PeerShard struct {
 	// sent and received count body bytes on the wire (compressed when
 	// compressed), for BytesExchanged.
 	sent, received atomic.Int64
-	rounds         atomic.Int64
+	rounds, failed atomic.Int64
 }
 
 // NewPeerShard returns the peer at base (scheme://host[:port][/prefix]),
@@ -54,8 +54,19 @@ func (p *PeerShard) BytesExchanged() (sent, received int64) { return p.sent.Load
 // Rounds returns the number of rounds sent to the peer so far.
 func (p *PeerShard) Rounds() int64 { return p.rounds.Load() }
 
+// Failed returns the number of rounds the peer did not answer.
+func (p *PeerShard) Failed() int64 { return p.failed.Load() }
+
 // Stats runs one round on the peer.
 func (p *PeerShard) Stats(ctx context.Context, req *ShardRequest) (*ShardResponse, error) {
+	resp, err := p.stats(ctx, req)
+	if err != nil {
+		p.failed.Add(1)
+	}
+	return resp, err
+}
+
+func (p *PeerShard) stats(ctx context.Context, req *ShardRequest) (*ShardResponse, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("encode shard request: %w", err)
