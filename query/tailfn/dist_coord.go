@@ -110,10 +110,17 @@ func (c *Cluster) run(ctx context.Context, fn string, annos *annotations.Annotat
 	shards := c.shards
 	partial := PartialResponseFrom(ctx, c.opts.PartialResponse)
 	var down []string
+	retries := 0
 	for {
 		s := &session{ctx: ctx, id: queryID(), shards: shards, fanout: c.opts.Fanout, fetchLimit: c.opts.FetchLimit}
 		var mine annotations.Annotations
 		err := f(s, &mine)
+		// A node whose records changed under a snapshot it lost is not
+		// down: the evaluation starts over on fresh snapshots, twice at most.
+		if errors.Is(err, ErrSnapshotChanged) && retries < 2 && ctx.Err() == nil {
+			retries++
+			continue
+		}
 		var pe *PeerError
 		if err != nil && errors.As(err, &pe) && ctx.Err() == nil {
 			if !partial {

@@ -122,6 +122,9 @@ func (p *PeerShard) stats(ctx context.Context, req *ShardRequest) (*ShardRespons
 	if err := json.Unmarshal(b, &env); err != nil {
 		return nil, fmt.Errorf("status %d: decode answer: %w", resp.StatusCode, err)
 	}
+	if resp.StatusCode == http.StatusConflict {
+		return nil, fmt.Errorf("status %d: %w: %s", resp.StatusCode, ErrSnapshotChanged, env.Error)
+	}
 	if resp.StatusCode/100 != 2 || env.Status != "success" {
 		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, env.Error)
 	}

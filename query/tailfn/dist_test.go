@@ -331,3 +331,50 @@ func TestClusterRounds(t *testing.T) {
 		}
 	}
 }
+
+// flakyShard answers ErrSnapshotChanged on its first n rounds.
+type flakyShard struct {
+	Shard
+	left *int
+}
+
+func (s flakyShard) Stats(ctx context.Context, req *ShardRequest) (*ShardResponse, error) {
+	if *s.left > 0 && req.Expect != nil {
+		*s.left--
+		return nil, &PeerError{Peer: s.Name(), Err: fmt.Errorf("status 409: %w", ErrSnapshotChanged)}
+	}
+	return s.Shard.Stats(ctx, req)
+}
+
+// TestClusterSnapshotChanged: a peer whose records changed under a lost
+// snapshot makes the evaluation start over, not drop the peer; a peer that
+// keeps changing fails the query (or, with partial responses, is left out
+// with a warning like a peer that is down).
+func TestClusterSnapshotChanged(t *testing.T) {
+	const end = int64(1_700_000_000_000)
+	rng := rand.New(rand.NewPCG(8, 9))
+	recs := distRecords(rng, 400, end, false)
+	a, b, both := openStore(t), openStore(t), openStore(t)
+	appendAll(t, a, recs[:200])
+	appendAll(t, b, recs[200:])
+	appendAll(t, both, recs)
+	st := loadSeries(t, "")
+	q := `tail_mean(0.9, requests[1h], "all")`
+	want, _ := evalAll(t, newEngine(t, both), st, q, time.UnixMilli(end))
+	left := 2
+	cl := NewCluster(a, []Shard{flakyShard{namedShard{NewLocalShard(b, DefaultShardOptions()), "peer"}, &left}}, DefaultClusterOptions(), DefaultShardOptions())
+	got, annos := evalAll(t, newEngine(t, cl), st, q, time.UnixMilli(end))
+	if bad := sameRows(want, got, 1e-9); len(bad) > 0 || len(annos) > 0 {
+		t.Errorf("after two changed snapshots: %v, annotations %q", bad, annos)
+	}
+	left = 3
+	ctx := context.Background()
+	qr, err := newEngine(t, cl).NewInstantQuery(ctx, st, nil, q, time.UnixMilli(end))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qr.Close()
+	if res := qr.Exec(ctx); res.Err == nil || !errors.Is(res.Err, ErrSnapshotChanged) {
+		t.Errorf("three changed snapshots: error %v, want one saying the records changed", res.Err)
+	}
+}
