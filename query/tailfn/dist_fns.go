@@ -164,7 +164,7 @@ func distEuler(v *view, cs *clusterSummary, p float64) (attribution.Breakdown, e
 	}
 	acc := slices.Clone(inner[0].Stages)
 	count := inner[0].Count
-	for e, x := range edges {
+	for e := range edges {
 		below := 0
 		type tie struct {
 			t      int64
@@ -198,7 +198,6 @@ func distEuler(v *view, cs *clusterSummary, p float64) (attribution.Breakdown, e
 				}
 			}
 		}
-		_ = x
 	}
 	if count != b-a+1 {
 		return attribution.Breakdown{}, fmt.Errorf("BUG: euler window of ranks %d..%d holds %d requests", a, b, count)

@@ -219,16 +219,7 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 		out.Splits = append(out.Splits, sc)
 	}
 	for _, rg := range req.Fetch {
-		from := sort.Search(n, func(r int) bool { return y[r] > rg.Lo || y[r] == rg.Lo && !rg.LoOpen })
-		to := from
-		for to < n && rg.Contains(y[to]) {
-			to++
-		}
-		got := slices.Clone(y[from:to])
-		if got == nil {
-			got = []float64{}
-		}
-		out.Fetched = append(out.Fetched, got)
+		out.Fetched = append(out.Fetched, valuesIn(y, rg))
 	}
 	for _, v := range req.At {
 		a := AtResult{
@@ -270,15 +261,7 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 		out.Ties = append(out.Ties, ties)
 	}
 	if rg := req.Values; rg != nil {
-		from := sort.Search(n, func(r int) bool { return y[r] > rg.Lo || y[r] == rg.Lo && !rg.LoOpen })
-		to := from
-		for to < n && rg.Contains(y[to]) {
-			to++
-		}
-		out.Values = &ValuesResult{Below: sort.Search(n, func(r int) bool { return y[r] >= rg.Lo }), V: slices.Clone(y[from:to])}
-		if out.Values.V == nil {
-			out.Values.V = []float64{}
-		}
+		out.Values = &ValuesResult{Below: sort.SearchFloat64s(y, rg.Lo), V: valuesIn(y, *rg)}
 	}
 	if c := req.Moment; c != nil {
 		for _, v := range y {
@@ -300,4 +283,14 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 		}
 	}
 	return out, nil
+}
+
+// valuesIn returns a copy of the values of the ascending y that lie in rg.
+func valuesIn(y []float64, rg Range) []float64 {
+	from := sort.Search(len(y), func(r int) bool { return y[r] > rg.Lo || y[r] == rg.Lo && !rg.LoOpen })
+	to := from
+	for to < len(y) && rg.Contains(y[to]) {
+		to++
+	}
+	return append([]float64{}, y[from:to]...)
 }
