@@ -106,13 +106,13 @@ func (e *PeerError) Unwrap() error { return e.Err }
 //
 // f adds its own annotations to the set it is given; only the last
 // attempt's are kept.
-func (c *Cluster) run(ctx context.Context, fn string, annos *annotations.Annotations, f func(s *session, annos *annotations.Annotations) error) error {
+func (c *Cluster) run(ctx context.Context, fn string, annos *annotations.Annotations, f func(s *attempt, annos *annotations.Annotations) error) error {
 	shards := c.shards
 	partial := PartialResponseFrom(ctx, c.opts.PartialResponse)
 	var down []string
 	retries := 0
 	for {
-		s := &session{ctx: ctx, id: queryID(), shards: shards, fanout: c.opts.Fanout, fetchLimit: c.opts.FetchLimit}
+		s := &attempt{ctx: ctx, id: queryID(), shards: shards, fanout: c.opts.Fanout, fetchLimit: c.opts.FetchLimit}
 		var mine annotations.Annotations
 		err := f(s, &mine)
 		// A node whose records changed under a snapshot it lost is not
@@ -145,8 +145,9 @@ func queryID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// session is one evaluation over a fixed set of shards.
-type session struct {
+// attempt is one evaluation over a fixed set of shards (run makes another
+// when it leaves a peer out or starts over).
+type attempt struct {
 	ctx        context.Context
 	id         string
 	shards     []Shard
@@ -154,9 +155,9 @@ type session struct {
 	fetchLimit int
 }
 
-// view is one window and field of a session.
+// view is one window and field of an attempt.
 type view struct {
-	s     *session
+	s     *attempt
 	w     Window
 	field string
 	// expect holds each shard's count from the summary round.
@@ -167,7 +168,7 @@ type view struct {
 	atCount, belowCount map[float64]int
 }
 
-func (s *session) view(w Window, field string) *view {
+func (s *attempt) view(w Window, field string) *view {
 	return &view{s: s, w: w, field: field}
 }
 

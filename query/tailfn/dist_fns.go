@@ -52,7 +52,7 @@ func distBreakdown(cl *Cluster, m attribution.Method) impl {
 		}
 		var annos annotations.Annotations
 		var vec promql.Vector
-		err = cl.run(ctx, c.Func.Name, &annos, func(s *session, annos *annotations.Annotations) error {
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
 			vec = nil
 			v := s.view(w, "e2e")
 			cs, err := v.summary()
@@ -237,7 +237,7 @@ func distHeat(cl *Cluster) impl {
 		}
 		var annos annotations.Annotations
 		var vec promql.Vector
-		err = cl.run(ctx, c.Func.Name, &annos, func(s *session, annos *annotations.Annotations) error {
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
 			vec = nil
 			v := s.view(w, "e2e")
 			cs, err := v.summary()
@@ -345,7 +345,7 @@ func distQuantileCI(cl *Cluster) impl {
 		}
 		var annos annotations.Annotations
 		var vec promql.Vector
-		err = cl.run(ctx, c.Func.Name, &annos, func(s *session, annos *annotations.Annotations) error {
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
 			vec = nil
 			v := s.view(w, field)
 			cs, err := v.summary()
@@ -509,7 +509,7 @@ func distShapley(cl *Cluster) impl {
 		}
 		var annos annotations.Annotations
 		var vec promql.Vector
-		err = cl.run(ctx, c.Func.Name, &annos, func(s *session, annos *annotations.Annotations) error {
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
 			vec = nil
 			now, err := s.view(wNow, "e2e").columns(c, 1, annos)
 			if err != nil {
