@@ -12,4 +12,9 @@
 // format_query, parse_query, series matchers and the attribution selectors
 // refuse over-long, over-large or over-deep expressions before parsing
 // them.
+//
+// RecordsShard (POST /api/v1/records/shard) is the node side of exact tail
+// queries across servers: it answers one round of the protocol of
+// docs/distributed-tails.md over this server's records, through the same
+// tailfn.LocalShard the querying server uses for its own.
 package api

@@ -86,7 +86,78 @@ func QuantileCI(x []float64, p, level float64, opts CIOptions) (Interval, error)
 	if err != nil {
 		return Interval{}, err
 	}
-	iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: quantileSorted(y, p)}
+	if opts.Method == CIDeltaKDE {
+		iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: quantileSorted(y, p)}
+		if iv.SE, err = deltaKDE(y, p, iv.Estimate); err != nil {
+			return Interval{}, fmt.Errorf("quantile ci: %w", err)
+		}
+		return iv.normal(), nil
+	}
+	return quantileCIOrdered(sortedStats(y), p, level, opts)
+}
+
+// OrderStats is a sample seen through its order statistics: At(r) is the
+// value of 0-based rank r of Len values. An implementation may hold only
+// some ranks (see QuantileCIRanks) and panic on others.
+type OrderStats interface {
+	Len() int
+	At(rank int) float64
+}
+
+type sortedStats []float64
+
+func (s sortedStats) Len() int            { return len(s) }
+func (s sortedStats) At(rank int) float64 { return s[rank] }
+
+// QuantileCIRanks returns the closed range [lo, hi] of 0-based ranks that
+// QuantileCIOrdered reads for a sample of n values with these arguments;
+// only the bootstrap and Maritz–Jarrett read order statistics alone (the
+// delta method needs the whole sample, see DeltaCI). The bootstrap's ranks
+// are drawn from its seeded generator, which depends on n, p and opts but
+// never on the values, so they are known before any value is. A caller
+// holding the sample in pieces (on several servers) fetches just those
+// ranks and gets QuantileCI's interval bit for bit.
+func QuantileCIRanks(n int, p, level float64, opts CIOptions) (lo, hi int, err error) {
+	if err := checkCIArgs("quantile ci", n, p, level); err != nil {
+		return 0, 0, err
+	}
+	r := &rankRange{lo: n, hi: -1}
+	if _, err := quantileCIOrdered(r.stats(n), p, level, opts); err != nil {
+		return 0, 0, err
+	}
+	return r.lo, r.hi, nil
+}
+
+// rankRange records the ranks an OrderStats is asked for, answering 0.
+type rankRange struct{ lo, hi int }
+
+type rankRecorder struct {
+	n int
+	r *rankRange
+}
+
+func (r *rankRange) stats(n int) OrderStats { return rankRecorder{n: n, r: r} }
+
+func (s rankRecorder) Len() int { return s.n }
+func (s rankRecorder) At(rank int) float64 {
+	s.r.lo, s.r.hi = min(s.r.lo, rank), max(s.r.hi, rank)
+	return 0
+}
+
+// QuantileCIOrdered is QuantileCI over order statistics for the bootstrap
+// and Maritz–Jarrett: given the values of the ranks QuantileCIRanks names,
+// it returns QuantileCI's interval bit for bit. CIDeltaKDE is refused
+// (use DeltaCI).
+func QuantileCIOrdered(y OrderStats, p, level float64, opts CIOptions) (Interval, error) {
+	if err := checkCIArgs("quantile ci", y.Len(), p, level); err != nil {
+		return Interval{}, err
+	}
+	return quantileCIOrdered(y, p, level, opts)
+}
+
+func quantileCIOrdered(y OrderStats, p, level float64, opts CIOptions) (Interval, error) {
+	iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: atRankStats(y, float64(y.Len()-1)*p)}
+	var err error
 	switch opts.Method {
 	case CIBootstrap:
 		rng := rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
@@ -99,16 +170,73 @@ func QuantileCI(x []float64, p, level float64, opts CIOptions) (Interval, error)
 	case CIMaritzJarrett:
 		iv.SE, err = maritzJarrett(y, p)
 	case CIDeltaKDE:
-		iv.SE, err = deltaKDE(y, p, iv.Estimate)
+		err = fmt.Errorf("the delta method needs the whole sample, not order statistics")
 	default:
 		err = fmt.Errorf("unknown method %d", opts.Method)
 	}
 	if err != nil {
 		return Interval{}, fmt.Errorf("quantile ci: %w", err)
 	}
-	z := mathext.NormalQuantile((1 + level) / 2)
+	return iv.normal(), nil
+}
+
+// normal sets Lower and Upper to Estimate ∓ z·SE.
+func (iv Interval) normal() Interval {
+	z := mathext.NormalQuantile((1 + iv.Level) / 2)
 	iv.Lower, iv.Upper = iv.Estimate-z*iv.SE, iv.Estimate+z*iv.SE
-	return iv, nil
+	return iv
+}
+
+// atRankStats is atRank over order statistics.
+func atRankStats(y OrderStats, h float64) float64 {
+	n := y.Len()
+	lo := int(h)
+	if lo >= n-1 {
+		return y.At(n - 1)
+	}
+	v := y.At(lo)
+	f := h - float64(lo)
+	if f == 0 {
+		return v
+	}
+	return v + f*(y.At(lo+1)-v)
+}
+
+// DeltaSummary is what the delta-method interval reads from a sample of N
+// values, as sums that a sample held in pieces can add up: SS = Σ (x −
+// mean)², IQR = P_.75 − P_.25 and Estimate = P_p (type 7), and KernelSum(q,
+// bw) = Σ exp(−((x − q)/bw)²/2) over the x in [q − 10·bw, q + 10·bw).
+type DeltaSummary struct {
+	N         int
+	SS, IQR   float64
+	Estimate  float64
+	KernelSum func(q, bw float64) (float64, error)
+}
+
+// DeltaBandwidth is Silverman's bandwidth 0.9·min(sd, IQR/1.349)·n^(−1/5)
+// with sd = √(SS/(n−1)) (sd alone when the IQR is 0).
+func DeltaBandwidth(n int, ss, iqr float64) float64 {
+	nf := float64(n)
+	sd := math.Sqrt(ss / (nf - 1))
+	spread := sd
+	if iqr > 0 {
+		spread = math.Min(sd, iqr/1.349)
+	}
+	return 0.9 * spread * math.Pow(nf, -0.2)
+}
+
+// DeltaCI is QuantileCI with CIDeltaKDE from a DeltaSummary: equal to it
+// up to the order in which the sums were added.
+func DeltaCI(s DeltaSummary, p, level float64) (Interval, error) {
+	if err := checkCIArgs("quantile ci", s.N, p, level); err != nil {
+		return Interval{}, err
+	}
+	iv := Interval{Method: CIDeltaKDE, P: p, Level: level, Estimate: s.Estimate}
+	var err error
+	if iv.SE, err = deltaSE(s, p); err != nil {
+		return Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
+	return iv.normal(), nil
 }
 
 // QuantileDiffCI returns a level confidence interval for P_p(A) − P_p(B),
@@ -132,13 +260,13 @@ func QuantileDiffCI(a, b []float64, p, level float64, opts CIOptions) (Interval,
 		rng := rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
 		reps := make([]float64, resamples(opts))
 		for i := range reps {
-			reps[i] = bootQuantile(ya, p, rng) - bootQuantile(yb, p, rng)
+			reps[i] = bootQuantile(sortedStats(ya), p, rng) - bootQuantile(sortedStats(yb), p, rng)
 		}
 		iv.Lower, iv.Upper, iv.SE = percentile(reps, level)
 		return iv, nil
 	case CIMaritzJarrett:
-		if sa, err = maritzJarrett(ya, p); err == nil {
-			sb, err = maritzJarrett(yb, p)
+		if sa, err = maritzJarrett(sortedStats(ya), p); err == nil {
+			sb, err = maritzJarrett(sortedStats(yb), p)
 		}
 	case CIDeltaKDE:
 		if sa, err = deltaKDE(ya, p, qa); err == nil {
@@ -165,14 +293,8 @@ func resamples(o CIOptions) int {
 
 // checkCI validates inputs and returns x sorted (a copy).
 func checkCI(name string, x []float64, p, level float64) ([]float64, error) {
-	if err := checkP(name, p); err != nil {
+	if err := checkCIArgs(name, len(x), p, level); err != nil {
 		return nil, err
-	}
-	if !(level > 0 && level < 1) {
-		return nil, fmt.Errorf("%s: level %v outside (0, 1)", name, level)
-	}
-	if len(x) < 2 {
-		return nil, fmt.Errorf("%s: %w: need at least 2 values, have %d", name, ErrEmpty, len(x))
 	}
 	for i, v := range x {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -184,10 +306,24 @@ func checkCI(name string, x []float64, p, level float64) ([]float64, error) {
 	return y, nil
 }
 
+// checkCIArgs validates the level arguments and the sample size n.
+func checkCIArgs(name string, n int, p, level float64) error {
+	if err := checkP(name, p); err != nil {
+		return err
+	}
+	if !(level > 0 && level < 1) {
+		return fmt.Errorf("%s: level %v outside (0, 1)", name, level)
+	}
+	if n < 2 {
+		return fmt.Errorf("%s: %w: need at least 2 values, have %d", name, ErrEmpty, n)
+	}
+	return nil
+}
+
 // bootQuantile draws one bootstrap replicate of the type-7 quantile of the
 // ascending sample y (see CIBootstrap).
-func bootQuantile(y []float64, p float64, rng *rand.Rand) float64 {
-	n := len(y)
+func bootQuantile(y OrderStats, p float64, rng *rand.Rand) float64 {
+	n := y.Len()
 	h := float64(n-1) * p
 	lo := int(h) // 0-based rank; the (lo+1)-th order statistic
 	if lo > n-1 {
@@ -195,7 +331,7 @@ func bootQuantile(y []float64, p float64, rng *rand.Rand) float64 {
 	}
 	u := distuv.Beta{Alpha: float64(lo + 1), Beta: float64(n - lo), Src: rng}.Rand()
 	i := min(int(float64(n)*u), n-1)
-	v := y[i]
+	v := y.At(i)
 	f := h - float64(lo)
 	if f == 0 || lo == n-1 {
 		return v
@@ -203,7 +339,7 @@ func bootQuantile(y []float64, p float64, rng *rand.Rand) float64 {
 	// Next uniform order statistic: the minimum of n−lo−1 uniforms on (u, 1).
 	u2 := u + (1-u)*(1-math.Pow(rng.Float64(), 1/float64(n-lo-1)))
 	i2 := min(int(float64(n)*u2), n-1)
-	return v + f*(y[i2]-v)
+	return v + f*(y.At(i2)-v)
 }
 
 // percentile returns the equal-tailed level interval of replicates and
@@ -223,8 +359,8 @@ func percentile(reps []float64, level float64) (lo, hi, sd float64) {
 // p-quantile of the ascending sample y (see CIMaritzJarrett). Weights
 // outside the range where the beta CDF moves by more than 1e-18 are
 // skipped, so the cost is O(√n) incomplete-beta evaluations, not O(n).
-func maritzJarrett(y []float64, p float64) (float64, error) {
-	n := len(y)
+func maritzJarrett(y OrderStats, p float64) (float64, error) {
+	n := y.Len()
 	m := int(math.Floor(float64(n)*p + 0.5))
 	if m < 2 || m > n-1 {
 		return 0, fmt.Errorf("maritz-jarrett: n=%d too small for p=%v (m=%d outside [2, n−1])", n, p, m)
@@ -237,18 +373,22 @@ func maritzJarrett(y []float64, p float64) (float64, error) {
 	for lo > 0 && cdf(lo) > 1e-18 {
 		lo--
 	}
+	// The upper tail is read as I_{1−x}(b, a) = 1 − I_x(a, b): 1 − cdf
+	// itself cannot fall below the float64 spacing near 1 (1.1e-16), and
+	// the walk would run on to n, reading every order statistic above m.
+	upper := func(i int) float64 { return mathext.RegIncBeta(b, a, 1-float64(i)/float64(n)) }
 	hi := centre
-	for hi < n && 1-cdf(hi) > 1e-18 {
+	for hi < n && upper(hi) > 1e-18 {
 		hi++
 	}
 	// Weight of y[i] (0-based) is cdf(i+1) − cdf(i) for i in [lo, hi).
-	c := y[centre]
+	c := y.At(centre)
 	var c1, c2 float64
 	prev := cdf(lo)
 	for i := lo; i < hi; i++ {
 		next := cdf(i + 1)
 		w := next - prev
-		d := y[i] - c
+		d := y.At(i) - c
 		c1 += w * d
 		c2 += w * d * d
 		prev = next
@@ -266,27 +406,45 @@ func deltaKDE(y []float64, p, q float64) (float64, error) {
 	for _, v := range y {
 		ss += (v - mean) * (v - mean)
 	}
-	sd := math.Sqrt(ss / (n - 1))
-	iqr := quantileSorted(y, 0.75) - quantileSorted(y, 0.25)
-	spread := sd
-	if iqr > 0 {
-		spread = math.Min(sd, iqr/1.349)
+	s := DeltaSummary{
+		N: len(y), SS: ss, Estimate: q,
+		IQR: quantileSorted(y, 0.75) - quantileSorted(y, 0.25),
+		KernelSum: func(q, bw float64) (float64, error) {
+			// Only points within 10 bandwidths of q contribute measurably.
+			from, _ := slices.BinarySearch(y, q-10*bw)
+			to, _ := slices.BinarySearch(y, q+10*bw)
+			return KernelSum(y[from:to], q, bw), nil
+		},
 	}
-	bw := 0.9 * spread * math.Pow(n, -0.2)
-	if !(bw > 0) {
-		return 0, fmt.Errorf("delta kde: sample has no spread")
-	}
-	// Only points within 10 bandwidths of q contribute measurably.
-	from, _ := slices.BinarySearch(y, q-10*bw)
-	to, _ := slices.BinarySearch(y, q+10*bw)
+	return deltaSE(s, p)
+}
+
+// KernelSum is Σ exp(−((v − q)/bw)²/2) over x: the unnormalised Gaussian
+// kernel density at q, the part of DeltaSummary.KernelSum one piece of a
+// sample contributes (the caller picks the values in range).
+func KernelSum(x []float64, q, bw float64) float64 {
 	dens := 0.0
-	for _, v := range y[from:to] {
+	for _, v := range x {
 		u := (v - q) / bw
 		dens += math.Exp(-u * u / 2)
 	}
-	dens /= n * bw * math.Sqrt(2*math.Pi)
+	return dens
+}
+
+// deltaSE is the delta-method standard error from a summary.
+func deltaSE(s DeltaSummary, p float64) (float64, error) {
+	bw := DeltaBandwidth(s.N, s.SS, s.IQR)
+	if !(bw > 0) {
+		return 0, fmt.Errorf("delta kde: sample has no spread")
+	}
+	n := float64(s.N)
+	k, err := s.KernelSum(s.Estimate, bw)
+	if err != nil {
+		return 0, fmt.Errorf("delta kde: %w", err)
+	}
+	dens := k / (n * bw * math.Sqrt(2*math.Pi))
 	if !(dens > 0) {
-		return 0, fmt.Errorf("delta kde: density estimate at %v is zero", q)
+		return 0, fmt.Errorf("delta kde: density estimate at %v is zero", s.Estimate)
 	}
 	return math.Sqrt(p*(1-p)/n) / dens, nil
 }

@@ -84,7 +84,7 @@ func TestBootstrapOrderStatisticsMatchResampling(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	counts := make([]int, n)
 	for range reps {
-		counts[int(bootQuantile(y, 0.5, rng))]++
+		counts[int(bootQuantile(sortedStats(y), 0.5, rng))]++
 	}
 	cum := 0
 	for j := range n {
@@ -101,7 +101,7 @@ func TestBootstrapOrderStatisticsMatchResampling(t *testing.T) {
 	var fast, naive []float64
 	buf := make([]float64, 20)
 	for range 40_000 {
-		fast = append(fast, bootQuantile(y, 0.9, rng))
+		fast = append(fast, bootQuantile(sortedStats(y), 0.9, rng))
 		for i := range buf {
 			buf[i] = y[rng.IntN(20)]
 		}

@@ -75,6 +75,7 @@ type serveConfig struct {
 	features                             featureList
 	stores                               storesConfig
 	limits                               serveLimits
+	peers                                peersConfig
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -130,6 +131,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	c.limitFlags(fs)
 	addDurabilityFlags(fs, c)
 	addForwardFlags(fs, c)
+	addPeerFlags(fs, &c.peers)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -241,7 +243,11 @@ func serve(args []string) error {
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
-	funcs, err := builtin.Registry(recs.Store())
+	recordSrc, err := c.peers.source(recs.Store(), reg)
+	if err != nil {
+		return err
+	}
+	funcs, err := builtin.Registry(recordSrc)
 	if err != nil {
 		return err
 	}
@@ -292,6 +298,7 @@ func serve(args []string) error {
 	})
 	extra := func(r *mux.Router) {
 		recs.Register(r)
+		c.peers.register(r, recs.Store())
 		evAPI.Register(r)
 		attribution.Register(r)
 		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, global, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
@@ -363,7 +370,7 @@ func serve(args []string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	httpSrv := &http.Server{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
-	ln = c.limits.limitServer(httpSrv, srv.Handler(), ln)
+	ln = c.limits.limitServer(httpSrv, c.peers.wrap(srv.Handler()), ln)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)

@@ -29,4 +29,15 @@
 // the records' stage sums intact); bootstrap intervals use BootstrapSeed,
 // so an interval is reproducible and equals attribution.QuantileCI's on the
 // same data. docs/functions.md documents every function with its formula.
+//
+// Across servers: registered over a Cluster (the local records plus peers,
+// each a Shard), tail_mean, tail_excess, tail_euler, tail_heat,
+// quantile_ci and tail_shapley return what one server holding every
+// record would: the same quantiles bit for bit (found by a distributed
+// selection on the float64 order, docs/distributed-tails.md), sums equal
+// up to the order of addition. Nodes exchange counts, sums and a few
+// order statistics, not records (tail_shapley excepted: it fetches stage
+// columns). A peer that does not answer fails the query with an error
+// naming it, or, with partial responses accepted, leaves it out and says
+// so in a warning.
 package tailfn

@@ -122,6 +122,9 @@ type Population struct {
 	// at most ClampedMax seconds.
 	Clamped    int
 	ClampedMax float64
+	// Time per request, Unix ms; only filled for the distributed
+	// protocol's shards (see LocalShard), nil otherwise.
+	Time []int64
 }
 
 // ColumnSource is a RecordSource that also reads records column by column,
@@ -142,8 +145,13 @@ type ColumnSource interface {
 // order of magnitude faster than materialising every record. The result is
 // the same either way.
 func Load(ctx context.Context, src RecordSource, w Window, visit func(*records.Record)) (Population, error) {
+	return load(ctx, src, w, visit, false)
+}
+
+// load is Load, also filling Population.Time when withTime is set.
+func load(ctx context.Context, src RecordSource, w Window, visit func(*records.Record), withTime bool) (Population, error) {
 	if cs, ok := src.(ColumnSource); ok && visit == nil {
-		return loadColumns(ctx, cs, w)
+		return loadColumns(ctx, cs, w, withTime)
 	}
 	it := src.Select(ctx, w.Mint, w.Maxt, w.Matchers...)
 	defer it.Close()
@@ -163,6 +171,9 @@ func Load(ctx context.Context, src RecordSource, w Window, visit func(*records.R
 			cols[j] = append(cols[j], v)
 		}
 		pop.TTFT = append(pop.TTFT, r.TTFT)
+		if withTime {
+			pop.Time = append(pop.Time, r.Time)
+		}
 	}
 	if err := it.Err(); err != nil {
 		return Population{}, fmt.Errorf("select records: %w", err)
@@ -177,8 +188,12 @@ func Load(ctx context.Context, src RecordSource, w Window, visit func(*records.R
 
 // loadColumns is Load through SelectColumns. The batch's columns become
 // the population's without a copy.
-func loadColumns(ctx context.Context, src ColumnSource, w Window) (Population, error) {
-	b, err := src.SelectColumns(ctx, w.Mint, w.Maxt, records.ColumnStages|records.ColumnTTFT, w.Matchers...)
+func loadColumns(ctx context.Context, src ColumnSource, w Window, withTime bool) (Population, error) {
+	want := records.ColumnStages | records.ColumnTTFT
+	if withTime {
+		want |= records.ColumnTime
+	}
+	b, err := src.SelectColumns(ctx, w.Mint, w.Maxt, want, w.Matchers...)
 	if err != nil {
 		return Population{}, fmt.Errorf("select records: %w", err)
 	}
@@ -198,6 +213,9 @@ func loadColumns(ctx context.Context, src ColumnSource, w Window) (Population, e
 	pop.Requests = reqs
 	if b.Len > 0 {
 		pop.TTFT = b.TTFT
+		if withTime {
+			pop.Time = b.Time
+		}
 	}
 	return pop, nil
 }

@@ -86,9 +86,21 @@ func Names() []string {
 // read src; with a nil src they fail at evaluation with a clear error
 // (series functions still work). Call it before query.New builds an
 // engine over r.
+//
+// With a *Cluster as src, tail_mean, tail_excess, tail_euler, tail_heat,
+// quantile_ci and tail_shapley run over every node of the cluster
+// (docs/distributed-tails.md); the other functions read its local records.
 func Register(r *query.Registry, src RecordSource) error {
+	cl, _ := src.(*Cluster)
+	if cl != nil {
+		src = cl.local
+	}
+	dist := distSpecs(cl)
 	for _, s := range specs() {
 		fn := s.fn
+		if d, ok := dist[s.name]; ok {
+			fn = d
+		}
 		f := &parser.Function{Name: s.name, ArgTypes: s.args, Variadic: s.variadic, ReturnType: parser.ValueTypeVector}
 		err := r.RegisterPlanned(f, func(ctx context.Context, c *query.Call) (promql.Vector, annotations.Annotations, error) {
 			return fn(ctx, c, src)
@@ -165,15 +177,21 @@ func loadArg(ctx context.Context, c *query.Call, src RecordSource, i int, role s
 	if err != nil {
 		return Population{}, Window{}, fmt.Errorf("%s: argument %d: %w", c.Func.Name, i+1, err)
 	}
-	if pop.Clamped > 0 {
+	noteLoad(c, i, w, pop.Requests.Len(), pop.Clamped, pop.ClampedMax, annos)
+	return pop, w, nil
+}
+
+// noteLoad adds the annotations of a loaded window of argument i: records
+// whose overlapping stages were clamped, and a window with no records.
+func noteLoad(c *query.Call, i int, w Window, n, clamped int, clampedMax float64, annos *annotations.Annotations) {
+	if clamped > 0 {
 		annos.Add(fmt.Errorf("%w: %s: %d records had overlapping stages (negative other, down to -%gs); other was set to 0, so their end-to-end time counts the overlap twice",
-			annotations.PromQLWarning, c.Func.Name, pop.Clamped, pop.ClampedMax))
+			annotations.PromQLWarning, c.Func.Name, clamped, clampedMax))
 	}
-	if pop.Requests.Len() == 0 {
+	if n == 0 {
 		annos.Add(fmt.Errorf("%w: %s: no request records match %s in (%d, %d] ms",
 			annotations.PromQLInfo, c.Func.Name, c.Args[i], w.Mint-1, w.Maxt))
 	}
-	return pop, w, nil
 }
 
 // warnData turns an error the statistics raise on the data (too few

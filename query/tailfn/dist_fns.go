@@ -1,0 +1,594 @@
+package tailfn
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/query"
+)
+
+// The record functions over a Cluster. Each parses its arguments as its
+// single-server version does, then computes the same statistic from the
+// protocol's primitives (docs/distributed-tails.md): the same quantiles
+// bit for bit, the same sums up to the order of addition.
+
+// distSpecs returns the cluster versions of the record functions, none
+// for a nil cluster.
+func distSpecs(cl *Cluster) map[string]impl {
+	if cl == nil {
+		return nil
+	}
+	return map[string]impl{
+		"tail_mean":    distBreakdown(cl, attribution.MethodTailMeanRecords),
+		"tail_excess":  distBreakdown(cl, attribution.MethodExcess),
+		"tail_euler":   distBreakdown(cl, attribution.MethodEuler),
+		"tail_heat":    distHeat(cl),
+		"quantile_ci":  distQuantileCI(cl),
+		"tail_shapley": distShapley(cl),
+	}
+}
+
+// distBreakdown implements tail_mean, tail_excess and tail_euler.
+func distBreakdown(cl *Cluster, m attribution.Method) impl {
+	return func(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
+		p, err := levelArg(ctx, c, 0, "p")
+		if err != nil {
+			return nil, nil, err
+		}
+		sel, err := statisticArg(c, 2, "contribution", breakdownStats)
+		if err != nil {
+			return nil, nil, err
+		}
+		w, err := windowArg(c, 1, "requests")
+		if err != nil {
+			return nil, nil, err
+		}
+		var annos annotations.Annotations
+		var vec promql.Vector
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
+			vec = nil
+			v := s.view(w, "e2e")
+			cs, err := v.summary()
+			if err != nil {
+				return err
+			}
+			noteLoad(c, 1, w, cs.n, cs.clamped, cs.clampedMax, annos)
+			if cs.n == 0 {
+				return nil
+			}
+			var b attribution.Breakdown
+			k := recordKinds
+			if m == attribution.MethodEuler {
+				b, err = distEuler(v, cs, p)
+				k = eulerKinds
+			} else {
+				b, err = distTail(v, cs, p, m)
+			}
+			if err != nil {
+				return err
+			}
+			o := newRows(c)
+			emitBreakdown(o, b, k, sel, float64(cs.n))
+			vec = o.vec
+			return nil
+		})
+		return vec, annos, err
+	}
+}
+
+// distTail is attribution.TailMean (m = MethodTailMeanRecords) or
+// attribution.Excess: q by selection, then one Sums round over S ≥ q.
+func distTail(v *view, cs *clusterSummary, p float64, m attribution.Method) (attribution.Breakdown, error) {
+	qs, err := v.quantiles([]float64{p})
+	if err != nil {
+		return attribution.Breakdown{}, err
+	}
+	q := qs[0]
+	sm, err := v.sums([]Range{{Lo: q, NoHi: true}})
+	if err != nil {
+		return attribution.Breakdown{}, err
+	}
+	t := sm[0]
+	if t.Count == 0 {
+		return attribution.Breakdown{}, fmt.Errorf("BUG: no request at or above the quantile %v of %d", q, cs.n)
+	}
+	cnt := float64(t.Count)
+	contrib := make([]float64, len(t.Stages))
+	for j, x := range t.Stages {
+		contrib[j] = x / cnt
+	}
+	target := t.S / cnt
+	if m == attribution.MethodExcess {
+		n := float64(cs.n)
+		for j := range contrib {
+			contrib[j] -= cs.stages[j] / n
+		}
+		target -= cs.s / n
+	}
+	return noBounds(attribution.Breakdown{
+		Method: m, Kind: attribution.KindExact, P: p, Quantile: q, Target: target,
+		Stages: StageNames, Contrib: contrib, Residual: target - fsum(contrib), Count: cnt,
+	}), nil
+}
+
+// distEuler is attribution.Euler with its default box window: the ranks
+// a..b by selection, then one round for the sums strictly between x_(a)
+// and x_(b) and the requests tied at either end, ordered by (time,
+// shard) as one server orders them by (time, append order).
+func distEuler(v *view, cs *clusterSummary, p float64) (attribution.Breakdown, error) {
+	n := cs.n
+	w := math.Max(5, 0.1*float64(n)*math.Min(p, 1-p))
+	h := float64(n-1) * p
+	a := max(int(math.Ceil(h-w)), 0)
+	b := min(int(math.Floor(h+w)), n-1)
+	lo := int(h)
+	f := h - float64(lo)
+	ranks := []int{a, lo, b}
+	if f > 0 && lo < n-1 {
+		ranks = append(ranks, lo+1)
+	}
+	slices.Sort(ranks)
+	ranks = slices.Compact(ranks)
+	vals, err := v.selectRanks(ranks)
+	if err != nil {
+		return attribution.Breakdown{}, err
+	}
+	at := func(k int) float64 { i, _ := slices.BinarySearch(ranks, k); return vals[i] }
+	va, vb := at(a), at(b)
+	q := at(lo)
+	if f > 0 && lo < n-1 {
+		q += f * (at(lo+1) - q)
+	}
+	edges := []float64{va}
+	if vb != va {
+		edges = append(edges, vb)
+	}
+	resps, err := v.round(func(r *ShardRequest) {
+		r.Sums = []Range{{Lo: va, LoOpen: true, Hi: vb, HiOpen: true}}
+		r.At = edges
+		r.Ties = edges
+	})
+	if err != nil {
+		return attribution.Breakdown{}, err
+	}
+	inner, err := addSums(v.s.shards, resps, 1)
+	if err != nil {
+		return attribution.Breakdown{}, err
+	}
+	acc := slices.Clone(inner[0].Stages)
+	count := inner[0].Count
+	for e := range edges {
+		below := 0
+		type tie struct {
+			t      int64
+			shard  int
+			stages []float64
+		}
+		var ties []tie
+		for si, r := range resps {
+			if len(r.At) != len(edges) || len(r.Ties) != len(edges) {
+				return attribution.Breakdown{}, fmt.Errorf("shard %s: answers for %d edges, want %d", v.s.shards[si].Name(), len(r.Ties), len(edges))
+			}
+			below += r.At[e].Below
+			for _, tr := range r.Ties[e] {
+				if len(tr.Stages) != len(acc) {
+					return attribution.Breakdown{}, fmt.Errorf("shard %s: tied request with %d stages, want %d", v.s.shards[si].Name(), len(tr.Stages), len(acc))
+				}
+				ties = append(ties, tie{tr.Time, si, tr.Stages})
+			}
+		}
+		slices.SortStableFunc(ties, func(x, y tie) int {
+			if c := cmp.Compare(x.t, y.t); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.shard, y.shard)
+		})
+		for i, tr := range ties {
+			if r := below + i; r >= a && r <= b {
+				count++
+				for j, s := range tr.stages {
+					acc[j] += s
+				}
+			}
+		}
+	}
+	if count != b-a+1 {
+		return attribution.Breakdown{}, fmt.Errorf("BUG: euler window of ranks %d..%d holds %d requests", a, b, count)
+	}
+	wsum := float64(count)
+	contrib := make([]float64, len(acc))
+	for j, s := range acc {
+		contrib[j] = s / wsum
+	}
+	return noBounds(attribution.Breakdown{
+		Method: attribution.MethodEuler, Kind: attribution.KindEstimate, P: p, Quantile: q, Target: q,
+		Stages: StageNames, Contrib: contrib, Residual: q - fsum(contrib), Count: wsum,
+	}), nil
+}
+
+// distHeat implements tail_heat: every band edge by selection in the
+// same rounds, then one Sums round with a range per band.
+func distHeat(cl *Cluster) impl {
+	return func(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
+		sel, err := statisticArg(c, 1, "share", heatStats)
+		if err != nil {
+			return nil, nil, err
+		}
+		lv, err := optString(c, 2, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		bands := attribution.DefaultBands()
+		if lv != "" {
+			if bands, err = ParseLevels(lv); err != nil {
+				return nil, nil, argError(c, 2, "levels", err)
+			}
+		}
+		w, err := windowArg(c, 0, "requests")
+		if err != nil {
+			return nil, nil, err
+		}
+		var annos annotations.Annotations
+		var vec promql.Vector
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
+			vec = nil
+			v := s.view(w, "e2e")
+			cs, err := v.summary()
+			if err != nil {
+				return err
+			}
+			noteLoad(c, 0, w, cs.n, cs.clamped, cs.clampedMax, annos)
+			if cs.n == 0 {
+				return nil
+			}
+			levels := make([]float64, 0, 2*len(bands))
+			for _, b := range bands {
+				levels = append(levels, b.Lo, b.Hi)
+			}
+			slices.Sort(levels)
+			levels = slices.Compact(levels)
+			qs, err := v.quantiles(levels)
+			if err != nil {
+				return err
+			}
+			atLevel := func(p float64) float64 { i, _ := slices.BinarySearch(levels, p); return qs[i] }
+			rs := make([]Range, len(bands))
+			for i, b := range bands {
+				rs[i] = Range{Lo: atLevel(b.Lo), Hi: atLevel(b.Hi), HiOpen: true, NoHi: b.Hi == 1}
+			}
+			sm, err := v.sums(rs)
+			if err != nil {
+				return err
+			}
+			h := attribution.Heat{Stages: StageNames, Rows: make([]attribution.HeatRow, len(bands))}
+			for i, b := range bands {
+				row := attribution.HeatRow{Band: b, From: rs[i].Lo, To: atLevel(b.Hi), Count: sm[i].Count, Top: -1, StageMean: make([]float64, len(StageNames))}
+				if row.Count == 0 {
+					for j := range row.StageMean {
+						row.StageMean[j] = math.NaN()
+					}
+					row.MeanS, row.TopShare = math.NaN(), math.NaN()
+					h.Rows[i] = row
+					continue
+				}
+				m := float64(row.Count)
+				for j, x := range sm[i].Stages {
+					row.StageMean[j] = x / m
+				}
+				row.MeanS = sm[i].S / m
+				for j, x := range row.StageMean {
+					if row.Top < 0 || x > row.StageMean[row.Top] {
+						row.Top = j
+					}
+				}
+				row.TopStage = StageNames[row.Top]
+				row.TopShare = math.NaN()
+				if row.MeanS > 0 {
+					row.TopShare = row.StageMean[row.Top] / row.MeanS
+				}
+				h.Rows[i] = row
+			}
+			o := newRows(c)
+			emitHeat(o, h, sel)
+			vec = o.vec
+			return nil
+		})
+		return vec, annos, err
+	}
+}
+
+// rankWindow holds the order statistics of ranks [off, off+len(v)) of n.
+type rankWindow struct {
+	n, off int
+	v      []float64
+}
+
+func (w rankWindow) Len() int { return w.n }
+func (w rankWindow) At(r int) float64 {
+	if r < w.off || r >= w.off+len(w.v) {
+		panic(fmt.Sprintf("BUG: rank %d read outside the fetched ranks [%d, %d) of %d", r, w.off, w.off+len(w.v), w.n))
+	}
+	return w.v[r-w.off]
+}
+
+// distQuantileCI implements quantile_ci: the bootstrap and Maritz–Jarrett
+// from the order statistics of the rank span they read, the delta method
+// from sums.
+func distQuantileCI(cl *Cluster) impl {
+	return func(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
+		p, err := levelArg(ctx, c, 0, "p")
+		if err != nil {
+			return nil, nil, err
+		}
+		level, err := levelArg(ctx, c, 1, "level")
+		if err != nil {
+			return nil, nil, err
+		}
+		opts, err := ciOptions(c, 3)
+		if err != nil {
+			return nil, nil, err
+		}
+		field, err := fieldArg(c, 4)
+		if err != nil {
+			return nil, nil, err
+		}
+		w, err := windowArg(c, 2, "requests")
+		if err != nil {
+			return nil, nil, err
+		}
+		var annos annotations.Annotations
+		var vec promql.Vector
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
+			vec = nil
+			v := s.view(w, field)
+			cs, err := v.summary()
+			if err != nil {
+				return err
+			}
+			noteLoad(c, 2, w, cs.n, cs.clamped, cs.clampedMax, annos)
+			if cs.n == 0 {
+				return nil
+			}
+			var iv attribution.Interval
+			if opts.Method == attribution.CIDeltaKDE {
+				iv, err = distDelta(v, cs, p, level)
+			} else {
+				iv, err = distOrdered(v, cs, p, level, opts)
+			}
+			var de dataError
+			if asDataError(err, &de) {
+				vec, *annos = warnDataAnnos(c, *annos, de.err)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			o := newRows(c)
+			m := iv.Method.String()
+			o.stat(iv.Estimate, field, m, attribution.KindExact, "quantile")
+			o.stat(iv.Lower, field, m, attribution.KindEstimate, "lower")
+			o.stat(iv.Upper, field, m, attribution.KindEstimate, "upper")
+			o.stat(iv.SE, field, m, attribution.KindEstimate, "se")
+			o.stat(float64(cs.n), field, m, attribution.KindExact, "requests")
+			vec = o.vec
+			return nil
+		})
+		return vec, annos, err
+	}
+}
+
+// dataError marks an error the statistics raise on the data (too few
+// requests for a method): a warning and no result, as warnData makes it.
+type dataError struct{ err error }
+
+func (e dataError) Error() string { return e.err.Error() }
+
+func asDataError(err error, de *dataError) bool {
+	d, ok := err.(dataError)
+	if ok {
+		*de = d
+	}
+	return ok
+}
+
+// warnDataAnnos is warnData for a closure that reports through annos.
+func warnDataAnnos(c *query.Call, annos annotations.Annotations, err error) (promql.Vector, annotations.Annotations) {
+	v, a, _ := warnData(c, annos, err)
+	return v, a
+}
+
+func distOrdered(v *view, cs *clusterSummary, p, level float64, opts attribution.CIOptions) (attribution.Interval, error) {
+	lo, hi, err := attribution.QuantileCIRanks(cs.n, p, level, opts)
+	if err != nil {
+		return attribution.Interval{}, dataError{err}
+	}
+	ranks := []int{lo}
+	if hi != lo {
+		ranks = append(ranks, hi)
+	}
+	vals, err := v.selectRanks(ranks)
+	if err != nil {
+		return attribution.Interval{}, err
+	}
+	rg := Range{Lo: vals[0], Hi: vals[len(vals)-1]}
+	resps, err := v.round(func(r *ShardRequest) { r.Values = &rg })
+	if err != nil {
+		return attribution.Interval{}, err
+	}
+	win := rankWindow{n: cs.n}
+	for si, r := range resps {
+		if r.Values == nil {
+			return attribution.Interval{}, fmt.Errorf("shard %s: values missing from its answer", v.s.shards[si].Name())
+		}
+		win.off += r.Values.Below
+		win.v = append(win.v, r.Values.V...)
+	}
+	slices.Sort(win.v)
+	if win.off > lo || win.off+len(win.v) <= hi {
+		return attribution.Interval{}, fmt.Errorf("BUG: fetched ranks [%d, %d) do not cover [%d, %d]", win.off, win.off+len(win.v), lo, hi)
+	}
+	iv, err := attribution.QuantileCIOrdered(win, p, level, opts)
+	if err != nil {
+		return attribution.Interval{}, dataError{err}
+	}
+	return iv, nil
+}
+
+func distDelta(v *view, cs *clusterSummary, p, level float64) (attribution.Interval, error) {
+	if cs.n < 2 {
+		_, err := attribution.DeltaCI(attribution.DeltaSummary{N: cs.n}, p, level)
+		return attribution.Interval{}, dataError{err}
+	}
+	qs, err := v.quantiles([]float64{0.25, 0.75, p})
+	if err != nil {
+		return attribution.Interval{}, err
+	}
+	mean := cs.sum / float64(cs.n)
+	resps, err := v.round(func(r *ShardRequest) { r.Moment = &mean })
+	if err != nil {
+		return attribution.Interval{}, err
+	}
+	ss := 0.0
+	for _, r := range resps {
+		ss += r.Moment
+	}
+	var roundErr error
+	sum := attribution.DeltaSummary{
+		N: cs.n, SS: ss, IQR: qs[1] - qs[0], Estimate: qs[2],
+		KernelSum: func(q, bw float64) (float64, error) {
+			resps, err := v.round(func(r *ShardRequest) { r.Kernel = &KernelQuery{Q: q, BW: bw} })
+			if err != nil {
+				roundErr = err
+				return 0, err
+			}
+			k := 0.0
+			for _, r := range resps {
+				k += r.Kernel
+			}
+			return k, nil
+		},
+	}
+	iv, err := attribution.DeltaCI(sum, p, level)
+	if roundErr != nil {
+		return attribution.Interval{}, roundErr
+	}
+	if err != nil {
+		return attribution.Interval{}, dataError{err}
+	}
+	return iv, nil
+}
+
+// distShapley implements tail_shapley over the stage columns of both
+// windows from every node (the one function whose traffic grows with the
+// requests; docs/distributed-tails.md says why).
+func distShapley(cl *Cluster) impl {
+	return func(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
+		p, err := levelArg(ctx, c, 0, "p")
+		if err != nil {
+			return nil, nil, err
+		}
+		allowed := append([]string{"baseline", "all_reverted"}, breakdownStats...)
+		sel, err := statisticArg(c, 3, "contribution", allowed)
+		if err != nil {
+			return nil, nil, err
+		}
+		wNow, err := windowArg(c, 1, "requests now")
+		if err != nil {
+			return nil, nil, err
+		}
+		wBase, err := windowArg(c, 2, "baseline requests")
+		if err != nil {
+			return nil, nil, err
+		}
+		var annos annotations.Annotations
+		var vec promql.Vector
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
+			vec = nil
+			now, err := s.view(wNow, "e2e").columns(c, 1, annos)
+			if err != nil {
+				return err
+			}
+			base, err := s.view(wBase, "e2e").columns(c, 2, annos)
+			if err != nil || now.Len() == 0 || base.Len() == 0 {
+				return err
+			}
+			res, err := attribution.Shapley(now, base, p)
+			if err != nil {
+				vec, *annos = warnDataAnnos(c, *annos, err)
+				return nil
+			}
+			o := newRows(c)
+			emitBreakdown(o, res.Breakdown, recordKinds, sel, float64(now.Len()))
+			m := res.Method.String()
+			if sel == "all" || sel == "baseline" {
+				o.stat(res.Baseline, StageE2E, m, attribution.KindExact, "baseline")
+			}
+			if sel == "all" || sel == "all_reverted" {
+				o.stat(res.AllReverted, StageE2E, m, attribution.KindExact, "all_reverted")
+			}
+			vec = o.vec
+			return nil
+		})
+		return vec, annos, err
+	}
+}
+
+// columns fetches the stage columns of the view's window from every node
+// and joins them in shard order.
+func (v *view) columns(c *query.Call, arg int, annos *annotations.Annotations) (attribution.Requests, error) {
+	resps, err := v.round(func(r *ShardRequest) { r.Columns = true })
+	if err != nil {
+		return attribution.Requests{}, err
+	}
+	cols := make([][]float64, len(StageNames))
+	n, clamped, clampedMax := 0, 0, 0.0
+	for si, r := range resps {
+		if len(r.Columns) != len(cols) {
+			return attribution.Requests{}, fmt.Errorf("shard %s: %d stage columns, want %d", v.s.shards[si].Name(), len(r.Columns), len(cols))
+		}
+		for j, col := range r.Columns {
+			if len(col) != r.N {
+				return attribution.Requests{}, fmt.Errorf("shard %s: stage %s has %d values for %d records", v.s.shards[si].Name(), StageNames[j], len(col), r.N)
+			}
+			cols[j] = append(cols[j], col...)
+		}
+		n += r.N
+		clamped += r.Clamped
+		clampedMax = math.Max(clampedMax, r.ClampedMax)
+	}
+	for j := range cols {
+		if cols[j] == nil {
+			cols[j] = []float64{}
+		}
+	}
+	noteLoad(c, arg, v.w, n, clamped, clampedMax, annos)
+	reqs, err := attribution.NewRequests(StageNames, cols)
+	if err != nil {
+		return attribution.Requests{}, fmt.Errorf("%s: records from the nodes: %w", c.Func.Name, err)
+	}
+	return reqs, nil
+}
+
+// noBounds marks the bound fields of a breakdown that has none, as
+// attribution does.
+func noBounds(b attribution.Breakdown) attribution.Breakdown {
+	nan := math.NaN()
+	b.TargetLower, b.TargetUpper = nan, nan
+	b.QuantileLower, b.QuantileUpper = nan, nan
+	return b
+}
+
+func fsum(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += v
+	}
+	return s
+}
