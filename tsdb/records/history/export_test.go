@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func TestExportLayout(t *testing.T) {
 		id := segmentID(ref.PartitionStart, ref.Seq, crc)
 		for _, r := range seg.Records {
 			tm := time.UnixMilli(r.Time).UTC()
-			want["date="+tm.Format("2006-01-02")+"/hour="+tm.Format("15")+"/node.a-"+id+".parquet"]++
+			want[fmt.Sprintf("date=%s/hour=%d/node.a-%s.parquet", tm.Format("2006-01-02"), tm.Hour(), id)]++
 		}
 	}
 	keys, err := bkt.List(context.Background(), "")

@@ -61,7 +61,7 @@ const hourMs = int64(time.Hour / time.Millisecond)
 // hour starting at hour (Unix ms).
 func fileKey(node, seg string, hour int64) string {
 	t := time.UnixMilli(hour).UTC()
-	return fmt.Sprintf("date=%s/hour=%02d/%s-%s.parquet", t.Format(time.DateOnly), t.Hour(), node, seg)
+	return fmt.Sprintf("date=%s/hour=%d/%s-%s.parquet", t.Format(time.DateOnly), t.Hour(), node, seg)
 }
 
 // decodeManifest parses and checks a manifest read from key, so that a
