@@ -8,7 +8,10 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tailroot/tailroot/tsdb/records"
@@ -186,6 +189,9 @@ func decodeFile(data []byte) (recs []records.Record, m fileMeta, err error) {
 	if err := checkSchema(f.Schema()); err != nil {
 		return nil, fileMeta{}, err
 	}
+	if err := checkPages(data, f.Metadata()); err != nil {
+		return nil, fileMeta{}, fmt.Errorf("decode parquet: %w", err)
+	}
 	r := parquet.NewGenericReader[row](f)
 	defer r.Close()
 	n := r.NumRows()
@@ -268,6 +274,87 @@ var wantSchema = parquet.SchemaOf(row{})
 func checkSchema(s *parquet.Schema) error {
 	if !parquet.EqualNodes(s, wantSchema) {
 		return fmt.Errorf("decode parquet: schema %s is not the records schema", s)
+	}
+	return nil
+}
+
+// maxPageBytes bounds one decompressed page. The writer's pages are far
+// smaller (parquet-go cuts pages at 256 KiB of buffered values).
+const maxPageBytes = 16 << 20
+
+// checkPages walks every page header of every column chunk before any
+// page is decoded. parquet-go sizes its buffers from a page's declared
+// uncompressed size and grows an LZ4 buffer without bound on bad input, so
+// a damaged file could exhaust memory, which no recover catches. Only the
+// codecs tailroot writes (zstd, or none) are accepted, each header must
+// lie inside its chunk and declare at most maxPageBytes, and a zstd frame
+// may not declare more content than its page.
+func checkPages(data []byte, md *format.FileMetaData) error {
+	for g, rg := range md.RowGroups {
+		// A row has at most MaxITLValues+1 values in any column (the list
+		// of gaps, or one null), and no row takes less than a byte.
+		if rg.NumRows < 0 || rg.NumRows > int64(len(data)) {
+			return fmt.Errorf("row group %d: %d rows in a file of %d bytes", g, rg.NumRows, len(data))
+		}
+		maxValues := (records.MaxITLValues + 1) * max(rg.NumRows, 1)
+		for c, cc := range rg.Columns {
+			m := cc.MetaData
+			if m.NumValues < 0 || m.NumValues > maxValues {
+				return fmt.Errorf("row group %d column %d: %d values for %d rows", g, c, m.NumValues, rg.NumRows)
+			}
+			if m.Codec != format.Zstd && m.Codec != format.Uncompressed {
+				return fmt.Errorf("row group %d column %d: codec %s, want ZSTD or UNCOMPRESSED", g, c, m.Codec)
+			}
+			start := m.DataPageOffset
+			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < start {
+				start = m.DictionaryPageOffset
+			}
+			end := start + m.TotalCompressedSize
+			if start < 4 || m.TotalCompressedSize < 0 || end > int64(len(data)) || end < start {
+				return fmt.Errorf("row group %d column %d: chunk [%d, %d) outside the file of %d bytes", g, c, start, end, len(data))
+			}
+			for off := start; off < end; {
+				br := bytes.NewReader(data[off:end])
+				var h format.PageHeader
+				if err := thrift.NewDecoder((&thrift.CompactProtocol{}).NewReader(br)).Decode(&h); err != nil {
+					return fmt.Errorf("row group %d column %d: page header at %d: %w", g, c, off, err)
+				}
+				body := off + int64(br.Size()) - int64(br.Len())
+				if h.UncompressedPageSize < 0 || h.UncompressedPageSize > maxPageBytes ||
+					h.CompressedPageSize < 0 || body+int64(h.CompressedPageSize) > end {
+					return fmt.Errorf("row group %d column %d: page at %d declares %d bytes (%d compressed), limit %d within the chunk",
+						g, c, off, h.UncompressedPageSize, h.CompressedPageSize, maxPageBytes)
+				}
+				var nv int64
+				switch {
+				case h.DataPageHeader.Valid:
+					nv = int64(h.DataPageHeader.V.NumValues)
+				case h.DataPageHeaderV2.Valid:
+					nv = int64(h.DataPageHeaderV2.V.NumValues)
+				case h.DictionaryPageHeader.Valid:
+					nv = int64(h.DictionaryPageHeader.V.NumValues)
+				}
+				if nv < 0 || nv > maxValues {
+					return fmt.Errorf("row group %d column %d: page at %d holds %d values for %d rows", g, c, off, nv, rg.NumRows)
+				}
+				page := data[body : body+int64(h.CompressedPageSize)]
+				if v2 := h.DataPageHeaderV2; v2.Valid {
+					// Levels come first, uncompressed; the frame follows.
+					lv := int64(v2.V.RepetitionLevelsByteLength) + int64(v2.V.DefinitionLevelsByteLength)
+					if lv < 0 || lv > int64(len(page)) {
+						return fmt.Errorf("row group %d column %d: page at %d: levels of %d bytes in a page of %d", g, c, off, lv, len(page))
+					}
+					page = page[lv:]
+				}
+				if m.Codec == format.Zstd {
+					var zh zstd.Header
+					if err := zh.Decode(page); err == nil && zh.HasFCS && zh.FrameContentSize > uint64(h.UncompressedPageSize) {
+						return fmt.Errorf("row group %d column %d: zstd frame at %d declares %d bytes, page %d", g, c, body, zh.FrameContentSize, h.UncompressedPageSize)
+					}
+				}
+				off = body + int64(h.CompressedPageSize)
+			}
+		}
 	}
 	return nil
 }

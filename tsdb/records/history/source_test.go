@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"unsafe"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
@@ -225,7 +225,9 @@ func sameBatch(t *testing.T, got, want *records.ColumnBatch) {
 	if got.Len != want.Len || !slices.Equal(got.Time, want.Time) {
 		t.Fatalf("batch: %d rows, want %d (or times differ)", got.Len, want.Len)
 	}
-	bits := func(x []float64) []uint64 { return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(x))), len(x)) }
+	bits := func(x []float64) []uint64 {
+		return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
+	}
 	for st := range records.NumStages {
 		if !slices.Equal(bits(got.Stages[st]), bits(want.Stages[st])) {
 			t.Fatalf("batch: stage %d differs", st)
