@@ -64,6 +64,7 @@ type serveConfig struct {
 	reportS3                             api.S3Options
 	evidence                             evidence.Options
 	shutdownTimeout                      time.Duration
+	parquet                              parquetConfig
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -111,6 +112,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.IntVar(&c.query.MaxConcurrent, "query.max-concurrency", c.query.MaxConcurrent, "queries evaluated at once; more wait")
 	fs.DurationVar(&c.query.LookbackDelta, "query.lookback-delta", c.query.LookbackDelta, "how far back an instant selector looks for a sample")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on SIGTERM")
+	c.parquet.registerFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -185,6 +187,7 @@ func serve(args []string) error {
 	if c.records.Store.Dir == "" {
 		c.records.Store.Dir = filepath.Join(c.dataDir, "records")
 	}
+	c.parquet.holdRetention(&c.records.Store)
 	recs, err := ingest.NewRecords(db, db.Metadata, c.records, logger.With("component", "records"), reg)
 	if err != nil {
 		return err
@@ -194,12 +197,17 @@ func serve(args []string) error {
 			logger.Error("close request records", "err", err)
 		}
 	}()
+	recordSource, err := c.parquet.start(recs.Store(), logger.With("component", "records-history"))
+	if err != nil {
+		return err
+	}
+	defer c.parquet.stop()
 
 	c.query.ActiveQueryDir = filepath.Join(c.dataDir, "queries")
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
-	funcs, err := builtin.Registry(recs.Store())
+	funcs, err := builtin.Registry(recordSource)
 	if err != nil {
 		return err
 	}
@@ -237,7 +245,7 @@ func serve(args []string) error {
 		}
 	}()
 	evAPI := api.NewEvidence(evStore, api.EvidenceOptions{Logger: logger.With("component", "evidence"), Registerer: reg})
-	attribution := api.NewAttribution(engine, db, api.RecordsWithEvidence(recs.Store(), evAPI), api.AttributionOptions{
+	attribution := api.NewAttribution(engine, db, api.RecordsWithEvidence(recordSource, evAPI), api.AttributionOptions{
 		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
 		Uploader: uploader,
 		Logger:   logger.With("component", "attribution"),
