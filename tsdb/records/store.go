@@ -439,6 +439,8 @@ func (s *Store) Flush() error {
 // ApplyRetention removes every partition that ends at or before
 // now − Retention: its segments and its WAL. Later appends into a removed
 // partition fail with ErrOutOfRetention. A no-op when Retention is 0.
+// Options.RetentionHold can keep a partition for a later pass; its open
+// WAL is then sealed first.
 func (s *Store) ApplyRetention(now time.Time) error {
 	if s.opts.Retention == 0 {
 		return nil
