@@ -1,11 +1,13 @@
 package history
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tailroot/tailroot/tsdb/records"
@@ -75,6 +77,24 @@ func TestDecodeFileRefuses(t *testing.T) {
 			}
 		})
 	}
+	t.Run("lz4 codec", func(t *testing.T) {
+		// parquet-go grows an LZ4 buffer without bound on a damaged page;
+		// the decoder refuses codecs the exporter never writes.
+		var buf bytes.Buffer
+		w := parquet.NewGenericWriter[row](&buf, parquet.Compression(&parquet.Lz4Raw),
+			parquet.KeyValueMetadata(metaVersion, "1"), parquet.KeyValueMetadata(metaNode, "n1"),
+			parquet.KeyValueMetadata(metaSegment, meta.Segment), parquet.KeyValueMetadata(metaPartStart, "0"),
+			parquet.KeyValueMetadata(metaPartDur, "7200000"))
+		if _, err := w.Write([]row{toRow(&recs[0])}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := decodeFile(buf.Bytes()); err == nil || !strings.Contains(err.Error(), "codec") {
+			t.Fatalf("err %v, want a codec refusal", err)
+		}
+	})
 	t.Run("truncated", func(t *testing.T) {
 		data, err := encodeFile(recs, meta)
 		if err != nil {
