@@ -159,7 +159,8 @@ func testAnswersPastRetention(t *testing.T, bkt Bucket) {
 	}
 	ask := func(ng *query.Engine, from interface {
 		tailfn.ColumnSource
-	}, w window) answer {
+	}, w window,
+	) answer {
 		var ms []*labels.Matcher
 		if w.model != "" {
 			ms = append(ms, labels.MustNewMatcher(labels.MatchEqual, "model_name", w.model))
