@@ -43,7 +43,20 @@ type Exporter struct {
 
 	run  sync.Mutex // one ExportPending at a time
 	mu   sync.Mutex
-	done map[string]bool // local segment names whose manifest exists
+	done map[doneKey]bool // local segments whose manifest exists
+}
+
+// doneKey identifies a local segment. The name alone is not enough: a
+// partition recreated after retention (a late record after a restart)
+// starts its generations again at 1.
+type doneKey struct {
+	name       string
+	minT, maxT int64
+	n          int
+}
+
+func keyOf(ref records.SegmentRef) doneKey {
+	return doneKey{ref.Name, ref.MinTime, ref.MaxTime, ref.Records}
 }
 
 // NewExporter validates opts. It reads and writes nothing until
@@ -62,7 +75,7 @@ func NewExporter(store *records.Store, bkt Bucket, opts ExportOptions) (*Exporte
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Exporter{store: store, bkt: bkt, opts: opts, log: log, done: map[string]bool{}}, nil
+	return &Exporter{store: store, bkt: bkt, opts: opts, log: log, done: map[doneKey]bool{}}, nil
 }
 
 // Held reports whether ref still waits for export, for
@@ -72,7 +85,7 @@ func NewExporter(store *records.Store, bkt Bucket, opts ExportOptions) (*Exporte
 func (e *Exporter) Held(ref records.SegmentRef) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return !e.done[ref.Name]
+	return !e.done[keyOf(ref)]
 }
 
 // ExportStats count one ExportPending pass.
@@ -100,7 +113,7 @@ func (e *Exporter) ExportPending(ctx context.Context) (ExportStats, error) {
 			return st, err
 		}
 		e.mu.Lock()
-		done := e.done[ref.Name]
+		done := e.done[keyOf(ref)]
 		e.mu.Unlock()
 		if done {
 			continue
@@ -118,7 +131,7 @@ func (e *Exporter) ExportPending(ctx context.Context) (ExportStats, error) {
 			st.Records += recs
 		}
 		e.mu.Lock()
-		e.done[ref.Name] = true
+		e.done[keyOf(ref)] = true
 		e.mu.Unlock()
 	}
 	return st, errors.Join(errs...)

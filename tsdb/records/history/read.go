@@ -40,8 +40,9 @@ type histPart struct {
 }
 
 // partitions returns, in time order, the partitions with exported segments
-// overlapping [mint, maxt], leaving out those skip reports (held locally).
-func (r *Reader) partitions(ctx context.Context, mint, maxt int64, skip func(start int64) bool) ([]histPart, error) {
+// overlapping [mint, maxt], leaving out the segments skip reports (held
+// locally).
+func (r *Reader) partitions(ctx context.Context, mint, maxt int64, skip func(manifest) bool) ([]histPart, error) {
 	keys, err := r.bkt.List(ctx, manifestPrefix(r.node))
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
@@ -55,7 +56,7 @@ func (r *Reader) partitions(ctx context.Context, mint, maxt int64, skip func(sta
 		if err != nil {
 			return nil, err
 		}
-		if m.MaxTime < mint || m.MinTime > maxt || skip(m.PartStart) {
+		if m.MaxTime < mint || m.MinTime > maxt || skip(m) {
 			continue
 		}
 		p := byStart[m.PartStart]

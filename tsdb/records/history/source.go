@@ -16,10 +16,10 @@ import (
 // Select and SelectColumns of query/tailfn's ColumnSource, so every record
 // function (tail_mean, tail_heat, …) sees windows past local retention.
 //
-// A record partition is read from exactly one place: locally if the store
-// holds it when the query starts, from history otherwise. Retention waits
-// for export (Exporter.Held), so a partition the store dropped is complete
-// in history, and the results are the records the store returned before
+// A record partition is read locally if the store holds it when the query
+// starts, from history otherwise, and each segment from exactly one place
+// (historyParts). Retention waits for export (Exporter.Held), so a
+// partition the store dropped is complete in history, and the results are the records the store returned before
 // retention, in the same order and bit for bit. A retention pass that
 // removes a partition while a query over it is running can make that one
 // query miss the partition; it never counts a record twice.
@@ -36,15 +36,34 @@ func NewSource(local *records.Store, hist *Reader) *Source {
 // Store returns the local store.
 func (s *Source) Store() *records.Store { return s.local }
 
-// historyParts lists the partitions of [mint, maxt] to read from history.
+// historyParts lists the exported segments of [mint, maxt] to read from
+// history, by partition: those of every partition the store does not hold,
+// and, of a partition it holds, the segments it does not hold itself. The
+// second case arises when a late record recreates a partition retention
+// had removed (possible after a restart, before the first retention pass);
+// the partition's exported records are then still read.
 func (s *Source) historyParts(ctx context.Context, mint, maxt int64) ([]histPart, error) {
 	held, err := s.local.HeldPartitions(mint, maxt)
 	if err != nil {
 		return nil, err
 	}
-	return s.hist.partitions(ctx, mint, maxt, func(start int64) bool {
-		_, ok := slices.BinarySearch(held, start)
-		return ok
+	refs, err := s.local.Segments()
+	if err != nil {
+		return nil, err
+	}
+	type segKey struct {
+		start, minT, maxT int64
+		seq, n            int
+	}
+	local := map[segKey]bool{}
+	for _, r := range refs {
+		local[segKey{r.PartitionStart, r.MinTime, r.MaxTime, r.Seq, r.Records}] = true
+	}
+	return s.hist.partitions(ctx, mint, maxt, func(m manifest) bool {
+		if _, ok := slices.BinarySearch(held, m.PartStart); !ok {
+			return false
+		}
+		return local[segKey{m.PartStart, m.MinTime, m.MaxTime, m.Seq, m.Records}]
 	})
 }
 
