@@ -93,3 +93,26 @@ func ReadSegmentFile(path string) (Segment, uint32, error) {
 	}
 	return seg, binary.LittleEndian.Uint32(data[len(data)-segTrailerLen:]), nil
 }
+
+// SegmentChecksum returns a segment file's crc32c, its last four bytes,
+// without reading the rest: enough to name the content (see
+// ReadSegmentFile), not to verify it.
+func SegmentChecksum(path string) (uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("segment checksum: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("segment checksum: %w", err)
+	}
+	if fi.Size() < segHeaderLen+segTrailerLen {
+		return 0, &CorruptionError{File: path, Offset: fi.Size(), Reason: "file shorter than a segment header and trailer"}
+	}
+	var b [segTrailerLen]byte
+	if _, err := f.ReadAt(b[:], fi.Size()-segTrailerLen); err != nil {
+		return 0, fmt.Errorf("segment checksum: %w", err)
+	}
+	return binary.LittleEndian.Uint32(b[:]), nil
+}

@@ -3,6 +3,7 @@ package records
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -505,9 +506,13 @@ func TestRetentionHold(t *testing.T) {
 	if err != nil || len(refs) != 1 || refs[0].Records != 1 || refs[0].MinTime != 1000 || refs[0].PartitionStart != 0 {
 		t.Fatalf("segments %+v, %v", refs, err)
 	}
-	seg, _, err := ReadSegmentFile(refs[0].Path)
+	seg, crc, err := ReadSegmentFile(refs[0].Path)
 	if err != nil || len(seg.Records) != 1 || seg.Records[0].E2E != 0.5 {
 		t.Fatalf("read segment: %+v, %v", seg, err)
+	}
+	data, _ := os.ReadFile(refs[0].Path)
+	if got, err := SegmentChecksum(refs[0].Path); err != nil || got != crc || crc != crc32.Checksum(data[:len(data)-4], castagnoli) {
+		t.Fatalf("segment checksum %#x, %v; ReadSegmentFile says %#x", got, err, crc)
 	}
 	if ps, _ := s.HeldPartitions(0, 1<<40); len(ps) != 1 || ps[0] != 0 {
 		t.Fatalf("held partitions %v", ps)

@@ -74,6 +74,11 @@ func TestExportLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before any export the history is empty and Source is the store.
+	rd, _ := NewReader(bkt, "node.a")
+	if got := collect(t, NewSource(s, rd).Select(context.Background(), t0, t0+6*hour)); len(got) != len(recs) {
+		t.Fatalf("source over an empty history: %d records, want %d", len(got), len(recs))
+	}
 	st, err := exp.ExportPending(context.Background())
 	if err != nil {
 		t.Fatal(err)
