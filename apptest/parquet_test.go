@@ -77,7 +77,7 @@ func TestParquetHistoryCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it := history.NewSource(empty, rd).Select(context.Background(), 0, now.UnixMilli()+1)
+	it := history.NewSource(empty, rd, history.SourceOptions{}).Select(context.Background(), 0, now.UnixMilli()+1)
 	defer it.Close()
 	seen := map[string]int{}
 	for it.Next() {

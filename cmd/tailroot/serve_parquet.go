@@ -62,7 +62,7 @@ func (p *parquetConfig) holdRetention(o *records.Options) {
 // the record source for queries: store itself when history is off, or a
 // history.Source answering windows past retention from the Parquet files.
 // stop ends the exporter.
-func (p *parquetConfig) start(store *records.Store, logger *slog.Logger) (tailfn.RecordSource, error) {
+func (p *parquetConfig) start(store *records.Store, retention time.Duration, logger *slog.Logger) (tailfn.RecordSource, error) {
 	if !p.enabled() {
 		return store, nil
 	}
@@ -90,7 +90,7 @@ func (p *parquetConfig) start(store *records.Store, logger *slog.Logger) (tailfn
 		exp.Run(ctx)
 	}()
 	logger.Info("request records are exported as Parquet", "bucket", bkt.String(), "node", p.node)
-	return history.NewSource(store, rd), nil
+	return history.NewSource(store, rd, history.SourceOptions{Retention: retention}), nil
 }
 
 func (p *parquetConfig) bucket() (history.Bucket, error) {

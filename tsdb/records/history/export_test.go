@@ -76,7 +76,7 @@ func TestExportLayout(t *testing.T) {
 	}
 	// Before any export the history is empty and Source is the store.
 	rd, _ := NewReader(bkt, "node.a")
-	if got := collect(t, NewSource(s, rd).Select(context.Background(), t0, t0+6*hour)); len(got) != len(recs) {
+	if got := collect(t, NewSource(s, rd, SourceOptions{}).Select(context.Background(), t0, t0+6*hour)); len(got) != len(recs) {
 		t.Fatalf("source over an empty history: %d records, want %d", len(got), len(recs))
 	}
 	st, err := exp.ExportPending(context.Background())
@@ -242,7 +242,7 @@ func TestRetentionWaitsForExport(t *testing.T) {
 		t.Fatalf("after export: %d records left", st.Records)
 	}
 	rd, _ := NewReader(bkt, "n")
-	got := collect(t, NewSource(s, rd).Select(context.Background(), t0, t0+6*hour))
+	got := collect(t, NewSource(s, rd, SourceOptions{}).Select(context.Background(), t0, t0+6*hour))
 	want := slices.Clone(recs)
 	slices.SortStableFunc(want, func(a, b records.Record) int { return cmpInt64(a.Time, b.Time) })
 	sameRecords(t, got, want)
@@ -290,7 +290,7 @@ func TestLateRecordAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd, _ := NewReader(bkt, "n")
-	src := NewSource(s, rd)
+	src := NewSource(s, rd, SourceOptions{})
 	got := collect(t, src.Select(ctx, t0, t0+2*hour))
 	want := filter(append(slices.Clone(recs), late), t0, t0+2*hour, "")
 	if len(got) != len(want) {

@@ -56,7 +56,7 @@ func BenchmarkHistorySelectColumns(b *testing.B) {
 		b.Fatal(err)
 	}
 	rd, _ := NewReader(bkt, "n")
-	src := NewSource(s, rd)
+	src := NewSource(s, rd, SourceOptions{})
 	b.ReportAllocs()
 	for b.Loop() {
 		bt, err := src.SelectColumns(ctx, t0, t0+6*hour, records.ColumnStages|records.ColumnTTFT)

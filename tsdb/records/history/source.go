@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -26,11 +27,33 @@ import (
 type Source struct {
 	local *records.Store
 	hist  *Reader
+	opts  SourceOptions
+}
+
+// SourceOptions configure a Source. Every field says what zero means.
+type SourceOptions struct {
+	// Retention is the local store's Options.Retention. Retention removes
+	// only partitions that end at or before now − Retention, so a window
+	// starting at or after that is answered from the store alone: no
+	// bucket listing per query, and recent data does not depend on the
+	// bucket being reachable. 0 consults the history on every query.
+	Retention time.Duration
+	// Now is the clock for Retention; nil means time.Now.
+	Now func() time.Time
 }
 
 // NewSource combines a store with the history it exports.
-func NewSource(local *records.Store, hist *Reader) *Source {
-	return &Source{local: local, hist: hist}
+func NewSource(local *records.Store, hist *Reader, opts SourceOptions) *Source {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Source{local: local, hist: hist, opts: opts}
+}
+
+// localOnly reports whether retention can have removed no partition that
+// overlaps a window starting at mint.
+func (s *Source) localOnly(mint int64) bool {
+	return s.opts.Retention > 0 && mint >= s.opts.Now().Add(-s.opts.Retention).UnixMilli()
 }
 
 // Store returns the local store.
@@ -43,6 +66,9 @@ func (s *Source) Store() *records.Store { return s.local }
 // had removed (possible after a restart, before the first retention pass);
 // the partition's exported records are then still read.
 func (s *Source) historyParts(ctx context.Context, mint, maxt int64) ([]histPart, error) {
+	if s.localOnly(mint) {
+		return nil, nil
+	}
 	held, err := s.local.HeldPartitions(mint, maxt)
 	if err != nil {
 		return nil, err
