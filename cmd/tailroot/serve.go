@@ -197,7 +197,7 @@ func serve(args []string) error {
 			logger.Error("close request records", "err", err)
 		}
 	}()
-	recordSource, err := c.parquet.start(recs.Store(), c.records.Store.Retention, logger.With("component", "records-history"))
+	recordSource, err := c.parquet.start(recs.Store(), c.records.Store.Retention, reg, logger.With("component", "records-history"))
 	if err != nil {
 		return err
 	}

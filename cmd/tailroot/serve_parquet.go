@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tailroot/tailroot/query/tailfn"
 	"github.com/tailroot/tailroot/tsdb/records"
 	"github.com/tailroot/tailroot/tsdb/records/history"
@@ -62,7 +64,7 @@ func (p *parquetConfig) holdRetention(o *records.Options) {
 // the record source for queries: store itself when history is off, or a
 // history.Source answering windows past retention from the Parquet files.
 // stop ends the exporter.
-func (p *parquetConfig) start(store *records.Store, retention time.Duration, logger *slog.Logger) (tailfn.RecordSource, error) {
+func (p *parquetConfig) start(store *records.Store, retention time.Duration, reg prometheus.Registerer, logger *slog.Logger) (tailfn.RecordSource, error) {
 	if !p.enabled() {
 		return store, nil
 	}
@@ -73,7 +75,7 @@ func (p *parquetConfig) start(store *records.Store, retention time.Duration, log
 	if p.node == "" {
 		p.node = defaultNode()
 	}
-	exp, err := history.NewExporter(store, bkt, history.ExportOptions{Node: p.node, Interval: p.interval, Logger: logger})
+	exp, err := history.NewExporter(store, bkt, history.ExportOptions{Node: p.node, Interval: p.interval, Logger: logger, Registerer: reg})
 	if err != nil {
 		return nil, fmt.Errorf("--records.parquet: %w", err)
 	}

@@ -45,7 +45,7 @@ func TestParquetFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			src, err := c.parquet.start(store, c.records.Store.Retention, slog.New(slog.DiscardHandler))
+			src, err := c.parquet.start(store, c.records.Store.Retention, nil, slog.New(slog.DiscardHandler))
 			defer c.parquet.stop()
 			switch {
 			case tc.wantErr != "":

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -24,6 +27,9 @@ type ExportOptions struct {
 	// Logger receives export errors, which Run retries at the next
 	// interval. nil discards them.
 	Logger *slog.Logger
+	// Registerer receives the exporter's metrics
+	// (tailroot_records_history_*). nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // DefaultExportOptions returns a 30s interval; Node must still be set.
@@ -40,6 +46,8 @@ type Exporter struct {
 	bkt   Bucket
 	opts  ExportOptions
 	log   *slog.Logger
+
+	m exportMetrics
 
 	run  sync.Mutex // one ExportPending at a time
 	mu   sync.Mutex
@@ -75,7 +83,26 @@ func NewExporter(store *records.Store, bkt Bucket, opts ExportOptions) (*Exporte
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Exporter{store: store, bkt: bkt, opts: opts, log: log, done: map[doneKey]bool{}}, nil
+	return &Exporter{store: store, bkt: bkt, opts: opts, log: log, done: map[doneKey]bool{}, m: newExportMetrics(opts.Registerer)}, nil
+}
+
+type exportMetrics struct {
+	segments, files, records, errors prometheus.Counter
+	pending                          prometheus.Gauge
+}
+
+func newExportMetrics(reg prometheus.Registerer) exportMetrics {
+	f := promauto.With(reg)
+	return exportMetrics{
+		segments: f.NewCounter(prometheus.CounterOpts{Name: "tailroot_records_history_exported_segments_total", Help: "Sealed record segments written to the Parquet history."}),
+		files:    f.NewCounter(prometheus.CounterOpts{Name: "tailroot_records_history_exported_files_total", Help: "Parquet files written to the history."}),
+		records:  f.NewCounter(prometheus.CounterOpts{Name: "tailroot_records_history_exported_records_total", Help: "Request records written to the Parquet history."}),
+		errors:   f.NewCounter(prometheus.CounterOpts{Name: "tailroot_records_history_export_errors_total", Help: "Segments whose export failed (retried at the next interval)."}),
+		pending: f.NewGauge(prometheus.GaugeOpts{
+			Name: "tailroot_records_history_pending_segments",
+			Help: "Sealed segments not yet exported after the last pass; retention keeps their partitions locally meanwhile.",
+		}),
+	}
 }
 
 // Held reports whether ref still waits for export, for
@@ -108,8 +135,11 @@ func (e *Exporter) ExportPending(ctx context.Context) (ExportStats, error) {
 	}
 	var st ExportStats
 	var errs []error
-	for _, ref := range refs {
+	pending := 0
+	defer func() { e.m.pending.Set(float64(pending)) }()
+	for i, ref := range refs {
 		if err := ctx.Err(); err != nil {
+			pending += len(refs) - i
 			return st, err
 		}
 		e.mu.Lock()
@@ -120,6 +150,8 @@ func (e *Exporter) ExportPending(ctx context.Context) (ExportStats, error) {
 		}
 		files, recs, already, err := e.export(ctx, ref)
 		if err != nil {
+			e.m.errors.Inc()
+			pending++
 			errs = append(errs, fmt.Errorf("export segment %s: %w", ref.Name, err))
 			continue
 		}
@@ -129,6 +161,9 @@ func (e *Exporter) ExportPending(ctx context.Context) (ExportStats, error) {
 			st.Segments++
 			st.Files += files
 			st.Records += recs
+			e.m.segments.Inc()
+			e.m.files.Add(float64(files))
+			e.m.records.Add(float64(recs))
 		}
 		e.mu.Lock()
 		e.done[keyOf(ref)] = true

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -70,7 +73,8 @@ func TestExportLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp, err := NewExporter(s, bkt, ExportOptions{Node: "node.a"})
+	reg := prometheus.NewRegistry()
+	exp, err := NewExporter(s, bkt, ExportOptions{Node: "node.a", Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +90,9 @@ func TestExportLayout(t *testing.T) {
 	refs, _ := s.Segments()
 	if st.Segments != len(refs) || st.Records != len(recs) {
 		t.Fatalf("exported %+v, store has %d segments of %d records", st, len(refs), len(recs))
+	}
+	if got := testutil.ToFloat64(exp.m.records); got != float64(len(recs)) || testutil.ToFloat64(exp.m.pending) != 0 {
+		t.Fatalf("metrics: %v records exported, %v pending", got, testutil.ToFloat64(exp.m.pending))
 	}
 	// Expected keys: for every segment, one file per UTC hour holding rows.
 	want := map[string]int{}
@@ -150,6 +157,9 @@ func TestExportCrashIdempotent(t *testing.T) {
 		}
 		crashing, _ := NewExporter(s, &failingBucket{Bucket: base, after: after}, ExportOptions{Node: "n"})
 		_, crashErr := crashing.ExportPending(ctx)
+		if p := testutil.ToFloat64(crashing.m.pending); (crashErr != nil) != (p > 0) {
+			t.Fatalf("after %d puts: error %v but %v segments pending", after, crashErr, p)
+		}
 		for _, ref := range refs {
 			if crashErr != nil && !crashing.Held(ref) {
 				// Marked done only with its manifest written.
