@@ -20,8 +20,9 @@ import (
 // A record partition is read locally if the store holds it when the query
 // starts, from history otherwise, and each segment from exactly one place
 // (historyParts). Retention waits for export (Exporter.Held), so a
-// partition the store dropped is complete in history, and the results are the records the store returned before
-// retention, in the same order and bit for bit. A retention pass that
+// partition the store dropped is complete in history, and the results are
+// the records the store returned before retention, in the same order and
+// bit for bit. A retention pass that
 // removes a partition while a query over it is running can make that one
 // query miss the partition; it never counts a record twice.
 type Source struct {
