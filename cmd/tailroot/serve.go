@@ -76,6 +76,7 @@ type serveConfig struct {
 	stores                               storesConfig
 	limits                               serveLimits
 	peers                                peersConfig
+	parquet                              parquetConfig
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -132,6 +133,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addDurabilityFlags(fs, c)
 	addForwardFlags(fs, c)
 	addPeerFlags(fs, &c.peers)
+	c.parquet.registerFlags(fs)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -226,6 +228,7 @@ func serve(args []string) error {
 	if c.records.BackfillWindow == 0 {
 		c.records.BackfillWindow = c.db.OutOfOrderWindow // derived samples as old as the TSDB takes
 	}
+	c.parquet.holdRetention(&c.records.Store)
 	recs, err := ingest.NewRecords(db, db.Metadata, c.records, logger.With("component", "records"), reg)
 	if err != nil {
 		return err
@@ -235,6 +238,11 @@ func serve(args []string) error {
 			logger.Error("close request records", "err", err)
 		}
 	}()
+	recordSource, err := c.parquet.start(recs.Store(), c.records.Store.Retention, reg, logger.With("component", "records-history"))
+	if err != nil {
+		return err
+	}
+	defer c.parquet.stop()
 
 	if err := applyFeatures(c.features, &c.query, logger); err != nil {
 		return err
@@ -243,7 +251,7 @@ func serve(args []string) error {
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
-	recordSrc, err := c.peers.source(recs.Store(), reg)
+	recordSrc, err := c.peers.source(recordSource, reg)
 	if err != nil {
 		return err
 	}
@@ -291,7 +299,7 @@ func serve(args []string) error {
 		}
 	}()
 	evAPI := api.NewEvidence(evStore, api.EvidenceOptions{Logger: logger.With("component", "evidence"), Registerer: reg})
-	attribution := api.NewAttribution(engine, global, api.RecordsWithEvidence(recs.Store(), evAPI), api.AttributionOptions{
+	attribution := api.NewAttribution(engine, global, api.RecordsWithEvidence(recordSource, evAPI), api.AttributionOptions{
 		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
 		Uploader: uploader,
 		Logger:   logger.With("component", "attribution"),

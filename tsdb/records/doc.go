@@ -22,6 +22,10 @@
 // Files are time-partitioned (Options.PartitionDuration) and partitions never
 // overlap, so Select orders by sorting one partition at a time.
 //
+// Segments, HeldPartitions and ReadSegmentFile let package history copy
+// sealed segments to Parquet; Options.RetentionHold makes retention wait
+// for that copy.
+//
 // The byte layout of WAL and segment files is specified in
 // docs/format/records.md.
 package records

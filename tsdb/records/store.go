@@ -41,6 +41,15 @@ type Options struct {
 	// RetentionCheckInterval runs ApplyRetention(time.Now()) in the
 	// background at this interval. 0 runs no background loop.
 	RetentionCheckInterval time.Duration
+	// RetentionHold, when set, is asked before retention removes a
+	// partition, once per sealed segment; if it returns true for any of
+	// them the whole partition is kept until a later retention pass. A
+	// partition with an open WAL is sealed first, so its records are asked
+	// about too. It lets a copy of the segments elsewhere (the Parquet
+	// history of tsdb/records/history) finish before the local files go.
+	// It is called with the store lock held and must not call the store.
+	// nil removes partitions as soon as they are past retention.
+	RetentionHold func(SegmentRef) bool
 	// Logger receives errors of background work (retention, sealing that is
 	// retried later). nil discards them.
 	Logger *slog.Logger
@@ -430,6 +439,8 @@ func (s *Store) Flush() error {
 // ApplyRetention removes every partition that ends at or before
 // now − Retention: its segments and its WAL. Later appends into a removed
 // partition fail with ErrOutOfRetention. A no-op when Retention is 0.
+// Options.RetentionHold can keep a partition for a later pass; its open
+// WAL is then sealed first.
 func (s *Store) ApplyRetention(now time.Time) error {
 	if s.opts.Retention == 0 {
 		return nil
@@ -444,6 +455,9 @@ func (s *Store) ApplyRetention(now time.Time) error {
 	var errs []error
 	for start, p := range s.parts {
 		if start+s.dur > s.cutoff {
+			continue
+		}
+		if s.opts.RetentionHold != nil && s.held(p, &errs) {
 			continue
 		}
 		if p.head != nil {
@@ -465,6 +479,24 @@ func (s *Store) ApplyRetention(now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// held seals p's open WAL and reports whether RetentionHold keeps any of
+// its segments. A partition whose WAL does not seal is kept: removing it
+// would drop records the hold never saw.
+func (s *Store) held(p *partition, errs *[]error) bool {
+	if p.head != nil {
+		if err := s.seal(p); err != nil {
+			*errs = append(*errs, fmt.Errorf("retention: %w", err))
+			return true
+		}
+	}
+	for _, m := range p.segs {
+		if s.opts.RetentionHold(s.segmentRef(p.start, m)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) retentionLoop() {

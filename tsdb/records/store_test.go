@@ -3,6 +3,7 @@ package records
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -467,5 +468,63 @@ func TestSelectDuringAppend(t *testing.T) {
 	wg.Wait()
 	if last != 600 {
 		t.Fatalf("final select saw %d records, want 600", last)
+	}
+}
+
+// TestRetentionHold: a partition past retention is sealed and kept while
+// the hold says so, for every one of its segments, and removed once the
+// hold lets go.
+func TestRetentionHold(t *testing.T) {
+	held := map[string]bool{}
+	var asked []string
+	o := DefaultOptions()
+	o.Dir = t.TempDir()
+	o.Retention = time.Hour
+	o.RetentionHold = func(ref SegmentRef) bool {
+		asked = append(asked, ref.Name)
+		return held[ref.Name]
+	}
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := Record{Time: 1000, Labels: labels.FromStrings("model", "m"), Stages: [NumStages]float64{0.5}, E2E: 0.5}
+	if err := s.Append([]Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	held["0-000001.seg"] = true
+	now := time.UnixMilli(10 * 3600 * 1000)
+	if err := s.ApplyRetention(now); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.Records != 1 || st.HeadRecords != 0 || st.Segments != 1 || len(asked) != 1 || asked[0] != "0-000001.seg" {
+		t.Fatalf("held: stats %+v, asked %v; want the WAL sealed into 0-000001.seg and kept", st, asked)
+	}
+	refs, err := s.Segments()
+	if err != nil || len(refs) != 1 || refs[0].Records != 1 || refs[0].MinTime != 1000 || refs[0].PartitionStart != 0 {
+		t.Fatalf("segments %+v, %v", refs, err)
+	}
+	seg, crc, err := ReadSegmentFile(refs[0].Path)
+	if err != nil || len(seg.Records) != 1 || seg.Records[0].E2E != 0.5 {
+		t.Fatalf("read segment: %+v, %v", seg, err)
+	}
+	data, _ := os.ReadFile(refs[0].Path)
+	if got, err := SegmentChecksum(refs[0].Path); err != nil || got != crc || crc != crc32.Checksum(data[:len(data)-4], castagnoli) {
+		t.Fatalf("segment checksum %#x, %v; ReadSegmentFile says %#x", got, err, crc)
+	}
+	if ps, _ := s.HeldPartitions(0, 1<<40); len(ps) != 1 || ps[0] != 0 {
+		t.Fatalf("held partitions %v", ps)
+	}
+	held["0-000001.seg"] = false
+	if err := s.ApplyRetention(now); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Records != 0 || st.Partitions != 0 {
+		t.Fatalf("released: stats %+v", st)
+	}
+	if ps, _ := s.HeldPartitions(0, 1<<40); len(ps) != 0 {
+		t.Fatalf("held partitions after removal %v", ps)
 	}
 }
