@@ -39,6 +39,11 @@ type Scenario struct {
 	// it; the ground truth's and the signals' queries select them too.
 	// Empty = none. A name the series already carry is refused.
 	Labels map[string]string
+	// InstancePrefix is put before every instance label (e.g.
+	// "sim-incident/"), so per-instance queries (the root-cause ranking
+	// groups by instance) never mix the scenario's servers with live ones
+	// of the same name. Empty = the fleet's own names.
+	InstancePrefix string
 	// Options is the fleet. Zero Models = one Llama-3.1-8B model;
 	// InstancesPerModel 0 = 2; Covariates is always on; Faults, URL and
 	// Backfill are ignored. Noise, DiurnalFactor and PeakHour keep their
@@ -94,6 +99,8 @@ type Incident struct {
 	// Series holds len(Times) samples each (or native histogram samples).
 	Series []Series
 	sim    *Simulator
+	// prefix is the Scenario's InstancePrefix.
+	prefix string
 	// extra is the Scenario's Labels as matchers to append inside a
 	// selector's braces (`,cluster="sim-incident"`), or "".
 	extra string
@@ -188,7 +195,7 @@ func (sc Scenario) Generate() (*Incident, error) {
 		}
 		m := o.Models[sc.Instance/o.InstancesPerModel]
 		truth.Model = m.Name
-		truth.Instance = fmt.Sprintf("%s-%d:8000", slug(m.Name), sc.Instance%o.InstancesPerModel)
+		truth.Instance = fmt.Sprintf("%s%s-%d:8000", sc.InstancePrefix, slug(m.Name), sc.Instance%o.InstancesPerModel)
 		sig, ok := signalFor(info.RootMetric)
 		if !ok {
 			panic("BUG: no signal for root metric " + info.RootMetric)
@@ -203,17 +210,20 @@ func (sc Scenario) Generate() (*Incident, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	inc := &Incident{Truth: truth, sim: s, extra: extra}
+	inc := &Incident{Truth: truth, sim: s, extra: extra, prefix: sc.InstancePrefix}
 	for i := range steps {
 		t := sc.Start.Add(time.Duration(i) * o.Interval)
 		inc.Times = append(inc.Times, t)
 		inc.Series = merge(inc.Series, s.Step(t))
 	}
-	if len(names) > 0 {
+	if len(names) > 0 || sc.InstancePrefix != "" {
 		for i := range inc.Series {
 			b := labels.NewBuilder(inc.Series[i].Labels)
 			for _, k := range names {
 				b.Set(k, sc.Labels[k])
+			}
+			if v := inc.Series[i].Labels.Get(labelInstance); v != "" && sc.InstancePrefix != "" {
+				b.Set(labelInstance, sc.InstancePrefix+v)
 			}
 			inc.Series[i].Labels = b.Labels()
 		}
@@ -505,7 +515,7 @@ func (inc *Incident) instances() []string {
 	var out []string
 	for _, m := range inc.sim.opts.Models {
 		for i := range inc.sim.opts.InstancesPerModel {
-			out = append(out, fmt.Sprintf("%s-%d:8000", slug(m.Name), i))
+			out = append(out, fmt.Sprintf("%s%s-%d:8000", inc.prefix, slug(m.Name), i))
 		}
 	}
 	return out

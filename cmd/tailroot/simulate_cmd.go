@@ -33,7 +33,7 @@ func simulateCommand(args []string) error {
 	instance := fs.Int("instance", 0, "index of the faulty instance (0 or 1 with the default fleet)")
 	severity := fs.Float64("severity", 1, "fault severity: a factor m becomes 1 + (m−1)·severity")
 	length := fs.Duration("length", 0, "simulated window; 0 = 2h, or with --url into a server holding data, as much of 2h as its TSDB head accepts (from its newest sample minus half a block range)")
-	cluster := fs.String("cluster", "sim-incident", "value of the cluster label every series gets, so the scenario never collides with live data; empty = no label")
+	cluster := fs.String("cluster", "sim-incident", "value of the cluster label every series gets, also put before every instance name (sim-incident/…), so the scenario never collides with live data; empty = neither")
 	faultAt := fs.Duration("fault-at", 0, "fault start as an offset into the window; 0 = 65% of it")
 	faultFor := fs.Duration("fault-for", 0, "fault duration; 0 = to the end of the window")
 	endFlag := fs.String("end", "now", "end of the window: now or an RFC 3339 time")
@@ -101,6 +101,7 @@ func simulateCommand(args []string) error {
 	}
 	if *cluster != "" {
 		sc.Labels = map[string]string{"cluster": *cluster}
+		sc.InstancePrefix = *cluster + "/"
 	}
 	inc, err := sc.Generate()
 	if err != nil {
