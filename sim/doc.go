@@ -67,7 +67,7 @@
 // and token counts it observed into the histograms. Keeping them draws no
 // random number, so the series are the same with and without. Run hands
 // each batch's records to Options.RecordSink once the batch's series are
-// acknowledged, then reports the batch's newest step to Options.Sent; a
+// acknowledged and its newest step reported to Options.Sent; a
 // caller that persists it and sets Options.Resume on the next start makes
 // Run send only the steps after it (tailroot serve --simulate keeps it in
 // <data-dir>/simulator.cursor).

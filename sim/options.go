@@ -88,8 +88,9 @@ type Options struct {
 	// its series are acknowledged. nil = records are not sent.
 	RecordSink RecordSink
 	// Sent, when set, is called by Run with the time of the newest step
-	// whose series (and records) the server acknowledged, so a caller can
-	// persist it and resume after it (Resume) instead of replaying.
+	// whose series the server acknowledged, before that batch's records go
+	// to RecordSink, so a caller can persist it and resume after it
+	// (Resume) instead of replaying.
 	Sent func(t time.Time)
 	// Resume, when set, makes Run start with the step after it instead of
 	// Backfill before Start: the steps up to Resume are already stored.

@@ -84,6 +84,13 @@ func (s *Simulator) Run(ctx context.Context) error {
 				"steps_sent", p.steps, "samples_sent", p.samples)
 			return nil
 		}
+		// The steps are stored once their series are: report them before
+		// the records go, so a stop while records are in flight loses
+		// those records (at most one batch) rather than making a resumed
+		// Run send the stored series again, which the TSDB would refuse.
+		if o.Sent != nil {
+			o.Sent(next.Add(-o.Interval))
+		}
 		if recs := s.TakeRecords(); o.RecordSink != nil && len(recs) > 0 {
 			if err := o.RecordSink(ctx, recs); err != nil {
 				if ctx.Err() != nil {
@@ -92,9 +99,6 @@ func (s *Simulator) Run(ctx context.Context) error {
 				}
 				log.Error("records dropped", "records", len(recs), "err", err)
 			}
-		}
-		if o.Sent != nil {
-			o.Sent(next.Add(-o.Interval))
 		}
 	}
 }
