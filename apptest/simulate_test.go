@@ -240,12 +240,33 @@ func pushScenario(t *testing.T, app *App, kind string) int {
 		t.Fatalf("simulate: %s, want all %d×%d samples accepted", m[0], series, steps)
 	}
 	var truth struct {
-		Instance string `json:"instance"`
+		Instance    string    `json:"instance"`
+		WindowStart time.Time `json:"window_start"`
+		WindowEnd   time.Time `json:"window_end"`
+		RootCause   struct {
+			Signal string `json:"signal"`
+		} `json:"root_cause"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &truth); err != nil || !strings.HasPrefix(truth.Instance, "sim-incident/") {
 		t.Fatalf("simulate truth %s (%v): want an instance under sim-incident/", stdout.String(), err)
 	}
 	t.Logf("simulate into %s: %s", app.URL, strings.TrimSpace(stderr.String()))
+
+	// The scenario's own root cause ranks first, live servers beside it
+	// or not.
+	code, body := app.Get(t, "/api/v1/attribution/rootcause", url.Values{
+		"target": {`histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{cluster="sim-incident"}[1m])))`},
+		"start":  {unix(truth.WindowStart)}, "end": {unix(truth.WindowEnd)},
+	})
+	var rc struct {
+		Ranking []struct {
+			Candidate string `json:"candidate"`
+		} `json:"ranking"`
+	}
+	decodeData(t, code, body, &rc)
+	if len(rc.Ranking) == 0 || rc.Ranking[0].Candidate != truth.RootCause.Signal {
+		t.Errorf("scenario in %s: ranking starts %.200v, want %s first", app.URL, rc.Ranking, truth.RootCause.Signal)
+	}
 	return acc
 }
 
