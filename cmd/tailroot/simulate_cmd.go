@@ -80,7 +80,9 @@ func simulateCommand(args []string) error {
 			// The head's bound moves on while live data arrives; leave it a
 			// margin for the time the push takes.
 			lo = lo.Add(2 * time.Minute)
-			fit := end.Sub(lo).Truncate(step)
+			// One step less than fits: the window's start is rounded down
+			// to a step.
+			fit := end.Sub(lo).Truncate(step) - step
 			switch {
 			case win == 0 && fit < 30*step:
 				return fmt.Errorf("--url %s accepts samples from %s on (its newest sample minus half a block range): a window ending at %s would be shorter than 30 steps; give a later --end", *url, lo.Format(time.RFC3339), end.Format(time.RFC3339))
