@@ -59,6 +59,19 @@
 // A request is recorded in the sub-step it arrives in, as if it finished
 // there; the series are as a scrape every Interval would see them.
 //
+// # Request records
+//
+// With Options.Records every simulated request is also kept as a Record
+// (records.go): its labels, its arrival (the requests of a sub-step spread
+// evenly over it) and the very frontend, queue, prefill and decode times
+// and token counts it observed into the histograms. Keeping them draws no
+// random number, so the series are the same with and without. Run hands
+// each batch's records to Options.RecordSink once the batch's series are
+// acknowledged and its newest step reported to Options.Sent; a
+// caller that persists it and sets Options.Resume on the next start makes
+// Run send only the steps after it (tailroot serve --simulate keeps it in
+// <data-dir>/simulator.cursor).
+//
 // # Covariates, faults and incidents
 //
 // With Options.Covariates each instance also reports what tailroot-agent
@@ -78,5 +91,7 @@
 // its GroundTruth (the root-cause series, the stages it lengthens), derives
 // the per-step Signals a root-cause ranking reads (each with the PromQL that
 // computes it from the stored series), and pushes the incident by remote
-// write or writes it as OpenMetrics text.
+// write (in time order across series, so a TSDB head accepts all of it;
+// Push counts what was accepted) or writes it as OpenMetrics text.
+// Scenario.Labels and InstancePrefix keep a scenario apart from live data.
 package sim

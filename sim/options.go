@@ -81,6 +81,20 @@ type Options struct {
 	// model on for every instance, so the fleet behaves the same with and
 	// without Covariates; only what is emitted differs. nil = none.
 	Faults []Fault
+	// Records keeps every simulated request as a Record (records.go), for
+	// TakeRecords; Run hands them to RecordSink. false = none kept.
+	Records bool
+	// RecordSink receives, in Run, the records of each batch of steps once
+	// its series are acknowledged. nil = records are not sent.
+	RecordSink RecordSink
+	// Sent, when set, is called by Run with the time of the newest step
+	// whose series the server acknowledged, before that batch's records go
+	// to RecordSink, so a caller can persist it and resume after it
+	// (Resume) instead of replaying.
+	Sent func(t time.Time)
+	// Resume, when set, makes Run start with the step after it instead of
+	// Backfill before Start: the steps up to Resume are already stored.
+	Resume time.Time
 }
 
 // DefaultOptions returns the options `make run` uses: two models with three

@@ -46,6 +46,13 @@ func (s *Simulator) Run(ctx context.Context) error {
 	}
 	n := int64(o.Backfill / o.Interval)
 	next := start.Add(-time.Duration(n) * o.Interval)
+	if !o.Resume.IsZero() {
+		// The steps up to Resume are stored: send only the gap, so a
+		// restart neither re-sends samples (which the TSDB would reject
+		// as out of order) nor duplicates records.
+		next = o.Resume.Add(o.Interval)
+		n = max(0, int64(time.Until(next)/o.Interval)+1)
+	}
 	log := o.Logger.With("url", endpoint, "proto", o.ProtoMsg)
 	log.Info("simulator starting", "series_per_step", s.NumSeries(),
 		"instances", len(s.instances), "backfill_steps", n, "interval", o.Interval)
@@ -76,6 +83,22 @@ func (s *Simulator) Run(ctx context.Context) error {
 			log.Warn("simulator stopped with steps unsent", "steps_unsent", steps, "samples_unsent", samples,
 				"steps_sent", p.steps, "samples_sent", p.samples)
 			return nil
+		}
+		// The steps are stored once their series are: report them before
+		// the records go, so a stop while records are in flight loses
+		// those records (at most one batch) rather than making a resumed
+		// Run send the stored series again, which the TSDB would refuse.
+		if o.Sent != nil {
+			o.Sent(next.Add(-o.Interval))
+		}
+		if recs := s.TakeRecords(); o.RecordSink != nil && len(recs) > 0 {
+			if err := o.RecordSink(ctx, recs); err != nil {
+				if ctx.Err() != nil {
+					log.Warn("simulator stopped with records unsent", "records_unsent", len(recs))
+					return nil
+				}
+				log.Error("records dropped", "records", len(recs), "err", err)
+			}
 		}
 	}
 }
@@ -137,6 +160,8 @@ type pusher struct {
 	enc     encoder
 	steps   int
 	samples int
+	// rejected counts samples in batches the server refused for good.
+	rejected int
 }
 
 // push sends steps worth of merged series, split into batches. It returns
@@ -153,8 +178,13 @@ func (p *pusher) push(ctx context.Context, series []Series, steps int) error {
 			// Our own series failed to encode: a bug, not a server problem.
 			panic(fmt.Sprintf("BUG: %v", err))
 		}
-		if err := p.send(ctx, body, n); err != nil {
+		ok, err := p.send(ctx, body, n)
+		if err != nil {
 			return err
+		}
+		if !ok {
+			p.rejected += n
+			continue
 		}
 		p.samples += n
 	}
@@ -162,21 +192,21 @@ func (p *pusher) push(ctx context.Context, series []Series, steps int) error {
 	return nil
 }
 
-// send posts one body until the server accepts it, rejects it for good, or
-// ctx ends (then it returns ctx's error).
-func (p *pusher) send(ctx context.Context, body []byte, samples int) error {
+// send posts one body until the server accepts it (true), rejects it for
+// good (false, logged), or ctx ends (then it returns ctx's error).
+func (p *pusher) send(ctx context.Context, body []byte, samples int) (bool, error) {
 	backoff := minBackoff
 	for attempt := 1; ; attempt++ {
 		retry, after, err := p.post(ctx, body)
 		if err == nil {
-			return nil
+			return true, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		if !retry {
 			p.log.Error("remote write rejected, batch dropped", "samples", samples, "err", err)
-			return nil
+			return false, nil
 		}
 		wait := backoff
 		if after > 0 {
@@ -187,7 +217,7 @@ func (p *pusher) send(ctx context.Context, body []byte, samples int) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-t.C:
 		}
 		backoff = min(2*backoff, maxBackoff)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // Scenario is a reproducible incident: a fleet, a window of simulated time
@@ -32,6 +34,16 @@ type Scenario struct {
 	FaultAt time.Duration
 	// FaultFor is how long the fault lasts. 0 = to the end of the window.
 	FaultFor time.Duration
+	// Labels are added to every series (e.g. cluster="sim-incident"), so
+	// a scenario pushed into a server with live data never collides with
+	// it; the ground truth's and the signals' queries select them too.
+	// Empty = none. A name the series already carry is refused.
+	Labels map[string]string
+	// InstancePrefix is put before every instance label (e.g.
+	// "sim-incident/"), so per-instance queries (the root-cause ranking
+	// groups by instance) never mix the scenario's servers with live ones
+	// of the same name. Empty = the fleet's own names.
+	InstancePrefix string
 	// Options is the fleet. Zero Models = one Llama-3.1-8B model;
 	// InstancesPerModel 0 = 2; Covariates is always on; Faults, URL and
 	// Backfill are ignored. Noise, DiurnalFactor and PeakHour keep their
@@ -87,6 +99,11 @@ type Incident struct {
 	// Series holds len(Times) samples each (or native histogram samples).
 	Series []Series
 	sim    *Simulator
+	// prefix is the Scenario's InstancePrefix.
+	prefix string
+	// extra is the Scenario's Labels as matchers to append inside a
+	// selector's braces (`,cluster="sim-incident"`), or "".
+	extra string
 }
 
 func (sc *Scenario) options() (Options, error) {
@@ -138,6 +155,22 @@ func (sc Scenario) Generate() (*Incident, error) {
 		return nil, fmt.Errorf("scenario: FaultFor %v must be >= 0", sc.FaultFor)
 	}
 	end := sc.Start.Add(time.Duration(steps-1) * o.Interval)
+	extra := ""
+	names := make([]string, 0, len(sc.Labels))
+	for k := range sc.Labels {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		switch k {
+		case labelEngine, labelInstance, labelJob, labelModel, model.MetricNameLabel, "le", "gpu", "modelName", "finished_reason":
+			return nil, fmt.Errorf("scenario: label %q is one the series already carry", k)
+		}
+		if !model.LabelName(k).IsValid() {
+			return nil, fmt.Errorf("scenario: label name %q is not valid", k)
+		}
+		extra += fmt.Sprintf(",%s=%q", k, sc.Labels[k])
+	}
 	truth := GroundTruth{
 		Fault: sc.Fault, Seed: sc.Seed, Severity: sc.Severity,
 		WindowStart: sc.Start, WindowEnd: end, Step: o.Interval, StepSeconds: o.Interval.Seconds(),
@@ -162,7 +195,7 @@ func (sc Scenario) Generate() (*Incident, error) {
 		}
 		m := o.Models[sc.Instance/o.InstancesPerModel]
 		truth.Model = m.Name
-		truth.Instance = fmt.Sprintf("%s-%d:8000", slug(m.Name), sc.Instance%o.InstancesPerModel)
+		truth.Instance = fmt.Sprintf("%s%s-%d:8000", sc.InstancePrefix, slug(m.Name), sc.Instance%o.InstancesPerModel)
 		sig, ok := signalFor(info.RootMetric)
 		if !ok {
 			panic("BUG: no signal for root metric " + info.RootMetric)
@@ -170,33 +203,89 @@ func (sc Scenario) Generate() (*Incident, error) {
 		truth.RootCause = RootCause{
 			Metric: info.RootMetric, Node: info.RootNode,
 			Signal: signalName(info.RootMetric, truth.Instance),
-			Query:  sig.query(fmt.Sprintf("{instance=%q}", truth.Instance)),
+			Query:  sig.query(fmt.Sprintf("{instance=%q%s}", truth.Instance, extra)),
 		}
 	}
 	s, err := New(o)
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	inc := &Incident{Truth: truth, sim: s}
+	inc := &Incident{Truth: truth, sim: s, extra: extra, prefix: sc.InstancePrefix}
 	for i := range steps {
 		t := sc.Start.Add(time.Duration(i) * o.Interval)
 		inc.Times = append(inc.Times, t)
 		inc.Series = merge(inc.Series, s.Step(t))
 	}
+	if len(names) > 0 || sc.InstancePrefix != "" {
+		for i := range inc.Series {
+			b := labels.NewBuilder(inc.Series[i].Labels)
+			for _, k := range names {
+				b.Set(k, sc.Labels[k])
+			}
+			if v := inc.Series[i].Labels.Get(labelInstance); v != "" && sc.InstancePrefix != "" {
+				b.Set(labelInstance, sc.InstancePrefix+v)
+			}
+			inc.Series[i].Labels = b.Labels()
+		}
+	}
 	return inc, nil
+}
+
+// PushStats counts the samples of a push: Accepted were acknowledged,
+// Rejected were in batches the server refused for good (4xx), Unsent were
+// never acknowledged because ctx ended.
+type PushStats struct {
+	Accepted, Rejected, Unsent int
 }
 
 // Push sends the incident to a tailroot server (or any remote-write
 // receiver) at url + /api/v1/write, retrying as Run does until ctx ends.
-func (inc *Incident) Push(ctx context.Context, url string) error {
+//
+// The samples go in time order across all series, a few steps per request
+// (as many as Options.BatchSamples holds): a TSDB head accepts a sample only
+// if it is newer than its series' last one and not older than the head's
+// newest sample minus half a block range, so sending one whole series
+// after another would move the head's newest time to the window's end with
+// the first series and refuse the older half of every later one. In time
+// order the whole window is accepted by an empty server, and by a server
+// with live data as long as the window starts after its newest sample
+// minus half a block range (1h by default).
+//
+// It returns an error when any sample was not accepted; the stats say how
+// many were.
+func (inc *Incident) Push(ctx context.Context, url string) (PushStats, error) {
+	var st PushStats
 	if url == "" {
-		return errors.New("push: empty URL")
+		return st, errors.New("push: empty URL")
+	}
+	total := 0
+	for _, s := range inc.Series {
+		total += len(s.Samples) + len(s.Histograms)
 	}
 	p := &pusher{s: inc.sim, url: strings.TrimRight(url, "/") + writePath, log: inc.sim.opts.Logger}
-	if err := p.push(ctx, inc.Series, len(inc.Times)); err != nil {
-		return fmt.Errorf("push to %s: %w", url, err)
+	per := max(1, inc.sim.opts.BatchSamples/max(1, len(inc.Series)))
+	for lo := 0; lo < len(inc.Times); lo += per {
+		hi := min(lo+per, len(inc.Times))
+		part := make([]Series, len(inc.Series))
+		for i, s := range inc.Series {
+			part[i] = Series{Labels: s.Labels, Metadata: s.Metadata}
+			if len(s.Samples) > 0 {
+				part[i].Samples = s.Samples[lo:hi]
+			}
+			if len(s.Histograms) > 0 {
+				part[i].Histograms = s.Histograms[lo:hi]
+			}
+		}
+		if err := p.push(ctx, part, hi-lo); err != nil {
+			st = PushStats{Accepted: p.samples, Rejected: p.rejected, Unsent: total - p.samples - p.rejected}
+			return st, fmt.Errorf("push to %s: %w", url, err)
+		}
 	}
-	return nil
+	st = PushStats{Accepted: p.samples, Rejected: p.rejected}
+	if st.Rejected > 0 {
+		return st, fmt.Errorf("push to %s: the server refused %d of %d samples", url, st.Rejected, total)
+	}
+	return st, nil
 }
 
 // Signal is one derived per-step series of an incident, as a root-cause
@@ -317,7 +406,7 @@ func (inc *Incident) Signals() []Signal {
 	}
 	var out []Signal
 	for _, inst := range inc.instances() {
-		sel := fmt.Sprintf("{instance=%q}", inst)
+		sel := fmt.Sprintf("{instance=%q%s}", inst, inc.extra)
 		var ttft, queue, prefill []float64
 		for _, d := range signalDefs {
 			vals := make([]float64, n)
@@ -412,7 +501,7 @@ func (inc *Incident) ModelMean(metric string) Signal {
 		}
 	}
 	fillGaps(vals)
-	sel := fmt.Sprintf("{model_name=%q}", modelName)
+	sel := fmt.Sprintf("{model_name=%q%s}", modelName, inc.extra)
 	return Signal{
 		Name:   metric + ":mean" + sel,
 		Metric: metric,
@@ -426,7 +515,7 @@ func (inc *Incident) instances() []string {
 	var out []string
 	for _, m := range inc.sim.opts.Models {
 		for i := range inc.sim.opts.InstancesPerModel {
-			out = append(out, fmt.Sprintf("%s-%d:8000", slug(m.Name), i))
+			out = append(out, fmt.Sprintf("%s%s-%d:8000", inc.prefix, slug(m.Name), i))
 		}
 	}
 	return out

@@ -100,8 +100,16 @@ func TestIncidentPush(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	if err := inc.Push(context.Background(), srv.URL); err != nil {
+	st, err := inc.Push(context.Background(), srv.URL)
+	if err != nil {
 		t.Fatal(err)
+	}
+	want := 0
+	for _, s := range inc.Series {
+		want += len(s.Samples) + len(s.Histograms)
+	}
+	if st.Accepted != want || st.Rejected != 0 {
+		t.Fatalf("push stats %+v, want %d accepted", st, want)
 	}
 	if len(seen) != len(inc.Series) {
 		t.Fatalf("receiver saw %d series, want %d", len(seen), len(inc.Series))
@@ -111,7 +119,7 @@ func TestIncidentPush(t *testing.T) {
 			t.Fatalf("%s: %d samples arrived, want %d", s.Labels, seen[s.Labels.String()], len(inc.Times))
 		}
 	}
-	if err := inc.Push(context.Background(), ""); err == nil {
+	if _, err := inc.Push(context.Background(), ""); err == nil {
 		t.Error("push to an empty URL accepted")
 	}
 }

@@ -33,6 +33,18 @@ type instance struct {
 	host *host
 	// faults are the faults injected into this instance (faults.go).
 	faults []Fault
+
+	// label, keep and records serve Options.Records: the instance label,
+	// whether to keep records, and those kept since TakeRecords.
+	label   string
+	keep    bool
+	seq     uint64
+	records []Record
+	// subStart, subDt, subN and subK place the current sub-step's
+	// requests evenly over it.
+	subStart   time.Time
+	subDt      float64
+	subN, subK int
 }
 
 func newInstance(m *Model, seed uint64, idx int, noise float64, native bool) *instance {
@@ -210,13 +222,20 @@ func (in *instance) advance(mid time.Time, dt float64, o *Options) {
 	}
 
 	var chunks, uncached int
-	for range poisson(r, done*dt) {
+	nShort := poisson(r, done*dt)
+	nLong := 0
+	if mod.longRate > 0 {
+		nLong = poisson(r, mod.longRate*dt)
+	}
+	in.subStart = mid.Add(-time.Duration(dt * 0.5 * float64(time.Second)))
+	in.subDt, in.subN, in.subK = dt, nShort+nLong, 0
+	for range nShort {
 		c, u := in.request(&st, backlogWait, 0)
 		chunks += c
 		uncached += u
 	}
-	if mod.longRate > 0 {
-		for range poisson(r, mod.longRate*dt) {
+	if nLong > 0 {
+		for range nLong {
 			p := int(mod.longTokens * (0.8 + 0.4*r.Float64()))
 			c, u := in.request(&st, backlogWait, p)
 			chunks += c
@@ -331,6 +350,20 @@ func (in *instance) request(st *meanState, backlogWait float64, promptLen int) (
 	in.reqMaxTokens.observe(float64(m.MaxTokens), 1)
 
 	in.success[reason]++
+	if in.keep {
+		// Spread evenly over the sub-step; no random draw, so keeping
+		// records leaves the series unchanged.
+		off := in.subDt * (float64(in.subK) + 0.5) / float64(in.subN)
+		in.records = append(in.records, Record{
+			Model: m.Name, Instance: in.label, Job: "vllm", Seq: in.seq,
+			Arrival:  in.subStart.Add(time.Duration(off * float64(time.Second))),
+			Frontend: frontend, Queue: queue, Prefill: prefill, Decode: decode,
+			PromptTokens: prompt, OutputTokens: output, CachedTokens: cached,
+			FinishReason: finishReasons[reason],
+		})
+		in.seq++
+	}
+	in.subK++
 	in.promptTokens += float64(prompt)
 	in.genTokens += float64(output)
 	in.prefixQueries += float64(prompt)

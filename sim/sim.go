@@ -68,6 +68,7 @@ func New(opts Options) (*Simulator, error) {
 			idx := len(s.instances)
 			in := newInstance(m, o.Seed, idx, o.Noise, o.NativeHistograms)
 			inst := fmt.Sprintf("%s-%d:8000", slug(m.Name), i)
+			in.label, in.keep = inst, o.Records
 			base := labels.FromStrings(
 				labelEngine, "0",
 				labelInstance, inst,

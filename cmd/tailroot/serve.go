@@ -31,7 +31,6 @@ import (
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/builtin"
 	"github.com/tailroot/tailroot/ruler"
-	simrequests "github.com/tailroot/tailroot/sim/requests"
 	"github.com/tailroot/tailroot/tsdb"
 	"github.com/tailroot/tailroot/tsdb/evidence"
 	"github.com/tailroot/tailroot/tsdb/forward"
@@ -61,6 +60,7 @@ type serveConfig struct {
 	configFile                           string
 	enableAdmin                          bool
 	simulate                             bool
+	sim                                  simulateOptions
 	db                                   tsdb.Options
 	ingest                               ingest.Options
 	query                                query.Options
@@ -94,6 +94,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "serve the TSDB admin endpoints (delete_series, snapshot, clean_tombstones)")
 	fs.StringVar(&c.logLevel, "log.level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.simulate, "simulate", false, "feed the server from the built-in vLLM workload simulator")
+	simulateFlags(fs, c)
 	c.evidence = evidence.DefaultOptions()
 	fs.StringVar(&c.evidence.Dir, "evidence.dir", "", "directory of the evidence store (stacks, CUDA timelines); empty means <data-dir>/evidence")
 	fs.DurationVar(&c.evidence.Retention, "evidence.retention", c.evidence.Retention, "how long evidence is kept; 0 keeps it forever")
@@ -146,6 +147,9 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 		return nil, fs, err
 	}
 	if err := c.checkLimits(); err != nil {
+		return nil, fs, err
+	}
+	if err := c.sim.validate(c.simulate); err != nil {
 		return nil, fs, err
 	}
 	c.records.SeriesLabels = splitList(c.seriesLabels)
@@ -409,21 +413,7 @@ func serve(args []string) error {
 	}
 	logger.Info("tailroot is serving", "url", "http://"+ln.Addr().String(), "scheme", scheme, "data_dir", c.dataDir, "version", version)
 	if c.simulate {
-		go func() {
-			if err := runSimulator(ctx, "http://"+ln.Addr().String(), logger.With("component", "sim")); err != nil && !errors.Is(err, context.Canceled) {
-				logger.Error("simulator stopped", "err", err)
-			}
-		}()
-		go func() {
-			err := simrequests.Run(ctx, simrequests.RunOptions{
-				URL:      "http://" + ln.Addr().String(),
-				Backfill: time.Hour,
-				Logger:   logger.With("component", "sim-requests"),
-			})
-			if err != nil && !errors.Is(err, context.Canceled) {
-				logger.Error("request simulator stopped", "err", err)
-			}
-		}()
+		startSimulator(ctx, c, "http://"+ln.Addr().String(), logger)
 	}
 
 	select {
