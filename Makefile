@@ -65,7 +65,7 @@ test: test-deps test-peers ## install test dependencies, run every test, smoke-r
 	$(MAKE) -C grafana-plugin plugin-test
 
 .PHONY: plugin
-plugin: ## Grafana plugin: grafana-plugin/dist and tailroot-datasource-$(VERSION).zip
+plugin: ## Grafana plugin: grafana-plugin/dist and tailroot-tailroot-datasource-$(VERSION).zip
 	$(MAKE) -C grafana-plugin plugin
 
 .PHONY: lint

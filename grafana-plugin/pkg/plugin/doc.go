@@ -1,5 +1,5 @@
 // Package plugin is the backend of the tailroot Grafana datasource
-// (plugin id tailroot-datasource).
+// (plugin id tailroot-tailroot-datasource).
 //
 // # What comes in
 //
