@@ -91,6 +91,7 @@ fuzz: ## run every fuzz target for $(FUZZTIME) each
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+	$(MAKE) -C grafana-plugin fuzz FUZZTIME=$(FUZZTIME)
 
 .PHONY: bench
 bench: ## run benchmarks (6 counts) into bench.txt; compare runs with `go tool benchstat`
