@@ -76,6 +76,8 @@ const config = (env: Env = {}): Configuration => {
             transform: (content: Buffer) => content.toString().replace('%VERSION%', version).replace('%TODAY%', today),
           },
           { from: 'img', to: 'img' },
+          // The catalog's screenshot is the one the browser test takes (docs/images).
+          { from: '../../docs/images/plugin-query-editor.png', to: 'img/screenshot-query-editor.png' },
           // The catalog requires README, CHANGELOG and LICENSE in the archive.
           { from: '../README.md', to: '.' },
           { from: '../CHANGELOG.md', to: '.' },
