@@ -64,7 +64,7 @@ test: test-deps peers ## install test dependencies, build the peers, run every t
 	$(MAKE) -C grafana-plugin plugin-test
 
 .PHONY: plugin
-plugin: ## Grafana plugin: grafana-plugin/dist and tailroot-datasource-$(VERSION).zip
+plugin: ## Grafana plugin: grafana-plugin/dist and tailroot-tailroot-datasource-$(VERSION).zip
 	$(MAKE) -C grafana-plugin plugin
 
 .PHONY: lint
@@ -91,6 +91,7 @@ fuzz: ## run every fuzz target for $(FUZZTIME) each
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+	$(MAKE) -C grafana-plugin fuzz FUZZTIME=$(FUZZTIME)
 
 .PHONY: soak
 soak: peers ## long runs: kill -9 the server 100 times during mixed ingest, and forwarding with the receivers stopped for 5 minutes (TAILROOT_SOAK=1)

@@ -1,32 +1,4 @@
-// Lint: typescript-eslint's recommended rules plus the rules of hooks.
-import js from '@eslint/js';
-import reactHooks from 'eslint-plugin-react-hooks';
-import globals from 'globals';
-import tseslint from 'typescript-eslint';
+// The plugin's lint configuration: create-plugin's base in .config/.
+import baseConfig from './.config/eslint.config.mjs';
 
-export default tseslint.config(
-  { ignores: ['dist/**', 'harness/dist/**', 'node_modules/**', 'coverage/**'] },
-  js.configs.recommended,
-  ...tseslint.configs.recommended,
-  {
-    files: ['**/*.{ts,tsx}'],
-    plugins: { 'react-hooks': reactHooks },
-    languageOptions: { globals: { ...globals.browser } },
-    rules: {
-      'react-hooks/rules-of-hooks': 'error',
-      'react-hooks/exhaustive-deps': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
-      '@typescript-eslint/no-unsafe-function-type': 'off',
-      eqeqeq: 'error',
-    },
-  },
-  {
-    files: ['jest.setup.js'],
-    languageOptions: { globals: { ...globals.browser, ...globals.node } },
-  },
-  {
-    files: ['**/*.{js,mjs}', 'tests/**'],
-    languageOptions: { globals: { ...globals.node }, sourceType: 'commonjs' },
-    rules: { '@typescript-eslint/no-require-imports': 'off' },
-  }
-);
+export default [...baseConfig];

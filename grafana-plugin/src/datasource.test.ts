@@ -7,13 +7,13 @@ import { TailrootOptions, TailrootQuery } from './types';
 const settings = {
   id: 1,
   uid: 'tailroot',
-  type: 'tailroot-datasource',
+  type: 'tailroot-tailroot-datasource',
   name: 'tailroot',
   access: 'proxy',
   readOnly: false,
   jsonData: {},
   meta: {
-    id: 'tailroot-datasource',
+    id: 'tailroot-tailroot-datasource',
     name: 'tailroot',
     type: PluginType.datasource,
     info: {} as never,

@@ -70,13 +70,14 @@ async function waitFor(what, fn, timeoutMs = 90_000) {
 
 before(async () => {
   assert.ok(existsSync(path.join(pluginDir, 'harness', 'dist', 'harness.js')), 'run `npm run build:harness` first');
-  const goBuild = (out, pkg) => execFileSync('go', ['build', '-o', out, pkg], { cwd: repoRoot, stdio: 'inherit' });
+  // The server and the plugin are separate Go modules: each builds from its own root.
+  const goBuild = (out, pkg, cwd) => execFileSync('go', ['build', '-o', out, pkg], { cwd, stdio: 'inherit' });
   const tailroot = process.env.TAILROOT_BIN || path.join(work, 'tailroot');
   if (!process.env.TAILROOT_BIN) {
-    goBuild(tailroot, './cmd/tailroot');
+    goBuild(tailroot, './cmd/tailroot', repoRoot);
   }
   const devserver = path.join(work, 'devserver');
-  goBuild(devserver, './grafana-plugin/pkg/devserver');
+  goBuild(devserver, './pkg/devserver', pluginDir);
 
   const trPort = await freePort();
   const tr = start(tailroot, ['serve', '--listen', `127.0.0.1:${trPort}`, '--data-dir', path.join(work, 'data'), '--simulate', '--log.level', 'warn']);

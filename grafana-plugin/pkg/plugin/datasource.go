@@ -15,7 +15,7 @@ import (
 )
 
 // ID is the plugin id, as in plugin.json.
-const ID = "tailroot-datasource"
+const ID = "tailroot-tailroot-datasource"
 
 // Datasource is one configured tailroot datasource. Grafana's instance
 // manager creates one per datasource settings version and calls Dispose when

@@ -1,5 +1,9 @@
 // Package plugin is the backend of the tailroot Grafana datasource
-// (plugin id tailroot-datasource).
+// (plugin id tailroot-tailroot-datasource; plugin.json keeps the earlier id
+// tailroot-datasource as an alias). It lives in the plugin's own Go module,
+// github.com/tailroot/tailroot/grafana-plugin, so that the server's module
+// does not depend on the plugin SDK; its tests build the server from the
+// parent folder and talk to it over HTTP only.
 //
 // # What comes in
 //

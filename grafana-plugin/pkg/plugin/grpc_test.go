@@ -30,8 +30,8 @@ func TestGRPCPluginProcess(t *testing.T) {
 	}
 	srv := fixedServer(t)
 	bin := filepath.Join(t.TempDir(), "gpx_tailroot_linux_amd64")
-	build := exec.Command("go", "build", "-o", bin, "./grafana-plugin/pkg")
-	build.Dir = moduleRoot()
+	build := exec.Command("go", "build", "-o", bin, "./pkg")
+	build.Dir = pluginRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build plugin: %v\n%s", err, out)
 	}

@@ -68,7 +68,7 @@ func binary() (string, error) {
 		}
 		tailrootBin = filepath.Join(buildDir, "tailroot")
 		cmd := exec.Command("go", "build", "-o", tailrootBin, "./cmd/tailroot")
-		cmd.Dir = moduleRoot()
+		cmd.Dir = repoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("build tailroot: %v\n%s", err, out)
 		}
@@ -76,11 +76,14 @@ func binary() (string, error) {
 	return tailrootBin, buildErr
 }
 
-// moduleRoot is the repository root (this file is grafana-plugin/pkg/plugin/).
-func moduleRoot() string {
+// pluginRoot is the plugin's Go module (this file is grafana-plugin/pkg/plugin/).
+func pluginRoot() string {
 	_, self, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(self), "..", "..", "..")
+	return filepath.Join(filepath.Dir(self), "..", "..")
 }
+
+// repoRoot is the server's Go module, one folder above the plugin's.
+func repoRoot() string { return filepath.Join(pluginRoot(), "..") }
 
 func stopAll() {
 	procsMu.Lock()
