@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/otlptranslator"
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/model/timestamp"
 	"github.com/prometheus/prometheus/storage"
 	promotlp "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/tailroot/tailroot/internal/validation"
@@ -179,6 +181,7 @@ func (h *OTLPMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	md := req.Metrics()
+	untranslatable := untranslatablePoints(md)
 	if n := md.DataPointCount(); h.opts.MaxDataPoints > 0 && n > h.opts.MaxDataPoints {
 		h.fail(w, f, http.StatusRequestEntityTooLarge, fmt.Errorf("request has %d data points, over the limit of %d", n, h.opts.MaxDataPoints))
 		return
@@ -215,7 +218,12 @@ func (h *OTLPMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, storeStatus(w, err), fmt.Errorf("append OTLP metrics: %w", err))
 		return
 	}
-	if err := app.Commit(); err != nil {
+	if app.data == 0 {
+		// Nothing of the request's metrics was written: its resources'
+		// target_info samples are not written either.
+		_ = app.Rollback()
+		app.samples, app.histograms = 0, 0
+	} else if err := app.Commit(); err != nil {
 		h.fail(w, f, storeStatus(w, err), fmt.Errorf("commit OTLP metrics: %w", err))
 		return
 	}
@@ -225,7 +233,10 @@ func (h *OTLPMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Translation errors (a delta metric, an unsupported type, a name that
 	// does not translate) drop that metric; the rest was written.
 	msgs := app.bad.first
-	rejected := app.bad.count
+	// rejected_data_points counts every point not stored, those of metrics
+	// the translator drops (delta temporality, no type) included, as the
+	// OTLP specification requires.
+	rejected := app.bad.count + untranslatable
 	if convErr != nil {
 		for _, e := range splitJoined(convErr) {
 			msgs = append(msgs, e.Error())
@@ -279,8 +290,12 @@ type otlpAppender struct {
 	families map[string]bool
 
 	samples, histograms int
-	bad                 badList
-	fatal               error
+	// data counts the samples written for metrics, not for target_info:
+	// a request none of whose points were written leaves no target_info
+	// either.
+	data  int
+	bad   badList
+	fatal error
 }
 
 func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, st, t int64, v float64, hi *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AOptions) (storage.SeriesRef, error) {
@@ -310,6 +325,9 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, st, t int
 		}
 	}
 	if err == nil {
+		if ls.Get(model.MetricNameLabel) != "target_info" {
+			a.data++
+		}
 		if hi != nil || fh != nil {
 			a.histograms++
 		} else {
@@ -327,5 +345,44 @@ func (a *otlpAppender) Append(ref storage.SeriesRef, ls labels.Labels, st, t int
 
 func (a *otlpAppender) reject(reason string, ls labels.Labels, t int64, err error) {
 	a.h.rejected.WithLabelValues(reason).Inc()
+	// target_info samples are made by the translator, not sent: they are
+	// not data points of the request and are not counted as rejected ones.
+	if ls.Get(model.MetricNameLabel) == "target_info" {
+		return
+	}
 	a.bad.add("series %s at %d: %v", ls.String(), t, err)
+}
+
+// untranslatablePoints counts the data points of metrics Prometheus'
+// translator drops: delta sums and histograms (no delta-to-cumulative
+// conversion here) and metrics without a type.
+func untranslatablePoints(md pmetric.Metrics) int {
+	n := 0
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				switch m.Type() {
+				case pmetric.MetricTypeEmpty:
+					n++
+				case pmetric.MetricTypeSum:
+					if m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityDelta {
+						n += m.Sum().DataPoints().Len()
+					}
+				case pmetric.MetricTypeHistogram:
+					if m.Histogram().AggregationTemporality() == pmetric.AggregationTemporalityDelta {
+						n += m.Histogram().DataPoints().Len()
+					}
+				case pmetric.MetricTypeExponentialHistogram:
+					if m.ExponentialHistogram().AggregationTemporality() == pmetric.AggregationTemporalityDelta {
+						n += m.ExponentialHistogram().DataPoints().Len()
+					}
+				}
+			}
+		}
+	}
+	return n
 }

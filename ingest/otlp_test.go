@@ -152,7 +152,7 @@ func TestOTLPMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := resp.PartialSuccess()
-	if ps.RejectedDataPoints() != 1 || !strings.Contains(ps.ErrorMessage(), "future_gauge") || !strings.Contains(ps.ErrorMessage(), "delta.requests") {
+	if ps.RejectedDataPoints() != 2 || !strings.Contains(ps.ErrorMessage(), "future_gauge") || !strings.Contains(ps.ErrorMessage(), "delta.requests") {
 		t.Errorf("partial success %d %q", ps.RejectedDataPoints(), ps.ErrorMessage())
 	}
 
@@ -216,5 +216,51 @@ func TestOTLPMetrics(t *testing.T) {
 	limited := NewOTLPMetrics(db, nil, OTLPOptions{MaxDataPoints: 2}, nil, nil)
 	if w := postOTLP(t, limited, "/api/v1/otlp/v1/metrics", "application/x-protobuf", false, body); w.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("6 points over a limit of 2: %d", w.Code)
+	}
+}
+
+// TestOTLPFullyRejectedWritesNoTargetInfo: when every data point of a
+// request is refused, partial_success counts them all and the resource's
+// target_info is not written either.
+func TestOTLPFullyRejectedWritesNoTargetInfo(t *testing.T) {
+	db := openTestDB(t)
+	h := NewOTLPMetrics(db, db.Metadata, OTLPOptions{}, nil, nil)
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	rm.Resource().Attributes().PutStr("host.name", "gpu-1")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	g := ms.AppendEmpty()
+	g.SetName("future.gauge")
+	gp := g.SetEmptyGauge().DataPoints()
+	for i := range 3 {
+		p := gp.AppendEmpty()
+		p.SetTimestamp(pcommon.NewTimestampFromTime(time.Now().Add(time.Hour + time.Duration(i)*time.Second)))
+		p.SetDoubleValue(1)
+	}
+	d := ms.AppendEmpty()
+	d.SetName("delta.requests")
+	ds := d.SetEmptySum()
+	ds.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := ds.DataPoints().AppendEmpty()
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+	dp.SetIntValue(1)
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := postOTLP(t, h, "/api/v1/otlp/v1/metrics", "application/x-protobuf", false, body)
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	resp := pmetricotlp.NewExportResponse()
+	if err := resp.UnmarshalProto(w.Body.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := resp.PartialSuccess().RejectedDataPoints(), int64(g.Gauge().DataPoints().Len()+1); got != want {
+		t.Errorf("rejected_data_points %d, want %d (every point of the request): %s", got, want, resp.PartialSuccess().ErrorMessage())
+	}
+	if n := len(lastSamples(t, db, labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+"))); n != 0 {
+		t.Errorf("%d series stored from a fully rejected request (target_info included)", n)
 	}
 }
