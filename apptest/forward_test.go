@@ -193,6 +193,7 @@ remote_write:
 		defer close(done)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
+		var last int64
 		for seq := 0; ; seq++ {
 			select {
 			case <-stop:
@@ -200,7 +201,10 @@ remote_write:
 			case <-tick.C:
 			}
 			paused.RLock()
-			ms := time.Now().UnixMilli()
+			// A tick held back by a pause can fire within the same
+			// millisecond as the next: every request gets its own time.
+			ms := max(time.Now().UnixMilli(), last+1)
+			last = ms
 			req := &prompb.WriteRequest{}
 			for i := 0; i < fwSeries; i++ {
 				req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
@@ -231,8 +235,11 @@ remote_write:
 	}
 
 	// Request records: their derived series (native histograms and tail
-	// counters) are appended at push and must be forwarded too.
-	reqs, err := requests.Simulate(requests.Options{Trace: "azure-code", Limit: 200, Speedup: 2, Seed: 7, Start: time.Now().Add(-30 * time.Minute)})
+	// counters) must be forwarded too. Derived samples are stamped with each
+	// request's own end time, and the forwarder sends only samples stamped
+	// after it started (docs/scale-out.md), so these requests end now or
+	// later (a request ending after now is counted when it is derived).
+	reqs, err := requests.Simulate(requests.Options{Trace: "azure-code", Limit: 200, Speedup: 2, Seed: 7, Start: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

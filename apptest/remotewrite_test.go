@@ -204,7 +204,7 @@ func TestRemoteWriteRoundTrip(t *testing.T) {
 			"rw2_queue_seconds":  `{"status":"success","data":{"rw2_queue_seconds":[{"type":"gauge","unit":"seconds","help":"Queue time."}]}}`,
 		} {
 			code, body := app.Get(t, "/api/v1/metadata", url.Values{"metric": {metric}})
-			if code != http.StatusOK || string(body) != want+"\n" {
+			if code != http.StatusOK || string(body) != want {
 				t.Errorf("metadata of %s = %d %s\nwant %s", metric, code, body, want)
 			}
 		}

@@ -36,7 +36,7 @@ func TestCORSOffByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	for flag, want := range map[string]string{
-		"web.cors.origin": "", "web.read-timeout": "5m0s", "web.max-connections": "512",
+		"web.cors.origin": "", "web.read-timeout": "5m", "web.max-connections": "512",
 		"ingest.max-inflight-bytes": "512MiB", "ingest.max-concurrent": "20",
 		"query.max-length": "131072", "query.max-size": "20000", "query.max-depth": "128",
 		"ingest.max-label-name-length": "1024", "ingest.max-label-value-length": "4096",

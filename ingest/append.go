@@ -263,8 +263,8 @@ func (h *RemoteWrite) validate(ls labels.Labels) error {
 	if ls.IsEmpty() {
 		return errors.New("series has no labels")
 	}
-	if !ls.Has(model.MetricNameLabel) {
-		return errors.New("series has no metric name (__name__)")
+	if ls.Get(model.MetricNameLabel) == "" {
+		return errors.New("series has no metric name (__name__ missing or empty)")
 	}
 	return h.rules.Labels(ls)
 }

@@ -140,6 +140,15 @@ func (p *logPos) advance() error {
 		}
 		p.setSeg(p.seg + 1)
 	}
+	if _, err := os.Stat(p.cur); errors.Is(err, fs.ErrNotExist) {
+		// The segment was removed under us: head compaction truncates the
+		// WAL, and compacting the out-of-order head deletes WBL segments
+		// (the WBL may start again from fewer files). What was removed is
+		// in blocks; follow the log from its newest segment now.
+		np, err := currentPos(p.dir)
+		*p = np
+		return err
+	}
 	return p.stat()
 }
 
