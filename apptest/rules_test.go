@@ -479,4 +479,3 @@ func TestConfigReload(t *testing.T) {
 		t.Fatalf("/-/reload without --web.enable-lifecycle: %d", code)
 	}
 }
-
