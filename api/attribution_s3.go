@@ -7,7 +7,8 @@ import (
 	"strings"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/tailroot/tailroot/internal/s3client"
 )
 
 // ReportUploader stores a finished report. Implementations must be safe for
@@ -25,28 +26,8 @@ type UploadInfo struct {
 	ETag string `json:"etag"`
 }
 
-// S3Options configures S3Uploader. Every field says what zero means.
-type S3Options struct {
-	// Endpoint is host[:port] of the S3-compatible service (s3.amazonaws.com,
-	// a MinIO, Ceph RGW or R2 host). Required.
-	Endpoint string
-	// Bucket receives the reports. Required; it must exist.
-	Bucket string
-	// Prefix is prepended to every key ("" stores at the bucket root).
-	Prefix string
-	// Region is the bucket's region; "" lets the client discover it.
-	Region string
-	// AccessKeyID and SecretAccessKey sign requests; when both are empty
-	// the credentials come from the environment (AWS_ACCESS_KEY_ID …,
-	// MINIO_ACCESS_KEY …) or the instance's IAM role.
-	AccessKeyID, SecretAccessKey string
-	// Insecure talks plain HTTP instead of HTTPS.
-	Insecure bool
-	// PathStyle addresses the bucket in the path (host/bucket/key) rather
-	// than the host name (bucket.host/key), as MinIO and most self-hosted
-	// services need.
-	PathStyle bool
-}
+// S3Options configures S3Uploader (internal/s3client.Options).
+type S3Options = s3client.Options
 
 // S3Uploader uploads reports with minio-go, a maintained client for any
 // S3-compatible store.
@@ -58,22 +39,9 @@ type S3Uploader struct {
 // NewS3Uploader validates o and builds the client; it does not contact the
 // service.
 func NewS3Uploader(o S3Options) (*S3Uploader, error) {
-	if o.Endpoint == "" || o.Bucket == "" {
-		return nil, fmt.Errorf("s3 uploader: endpoint %q and bucket %q are required", o.Endpoint, o.Bucket)
-	}
-	var creds *credentials.Credentials
-	if o.AccessKeyID == "" && o.SecretAccessKey == "" {
-		creds = credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.IAM{}})
-	} else {
-		creds = credentials.NewStaticV4(o.AccessKeyID, o.SecretAccessKey, "")
-	}
-	lookup := minio.BucketLookupAuto
-	if o.PathStyle {
-		lookup = minio.BucketLookupPath
-	}
-	c, err := minio.New(o.Endpoint, &minio.Options{Creds: creds, Secure: !o.Insecure, Region: o.Region, BucketLookup: lookup})
+	c, err := s3client.New("s3 uploader", o)
 	if err != nil {
-		return nil, fmt.Errorf("s3 uploader: endpoint %q: %w", o.Endpoint, err)
+		return nil, err
 	}
 	return &S3Uploader{client: c, opts: o}, nil
 }

@@ -13,7 +13,8 @@ import (
 	"strings"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/tailroot/tailroot/internal/s3client"
 
 	"github.com/tailroot/tailroot/internal/fsutil"
 )
@@ -142,27 +143,9 @@ func (b *DirBucket) List(_ context.Context, prefix string) ([]string, error) {
 
 func (b *DirBucket) String() string { return b.dir }
 
-// S3Options configure an S3Bucket. Every field says what zero means.
-type S3Options struct {
-	// Endpoint is host[:port] of the S3-compatible service. Required.
-	Endpoint string
-	// Bucket holds the history. Required; it must exist.
-	Bucket string
-	// Prefix is prepended to every key; "" stores at the bucket root. A
-	// missing trailing "/" is added.
-	Prefix string
-	// Region is the bucket's region; "" lets the client discover it.
-	Region string
-	// AccessKeyID and SecretAccessKey sign requests; when both are empty
-	// the credentials come from the environment (AWS_ACCESS_KEY_ID …,
-	// MINIO_ACCESS_KEY …) or the instance's IAM role.
-	AccessKeyID, SecretAccessKey string
-	// Insecure talks plain HTTP instead of HTTPS.
-	Insecure bool
-	// PathStyle addresses the bucket in the path (host/bucket/key), as
-	// MinIO and most self-hosted services need.
-	PathStyle bool
-}
+// S3Options configure an S3Bucket (internal/s3client.Options; Prefix gets a
+// trailing "/" when missing).
+type S3Options = s3client.Options
 
 // S3Bucket keeps history in an S3-compatible bucket through minio-go. A
 // PUT is atomic on S3, so Put needs no temporary object.
@@ -174,25 +157,12 @@ type S3Bucket struct {
 // NewS3Bucket validates o and builds the client; it does not contact the
 // service.
 func NewS3Bucket(o S3Options) (*S3Bucket, error) {
-	if o.Endpoint == "" || o.Bucket == "" {
-		return nil, fmt.Errorf("history s3: endpoint %q and bucket %q are required", o.Endpoint, o.Bucket)
-	}
 	if o.Prefix != "" && !strings.HasSuffix(o.Prefix, "/") {
 		o.Prefix += "/"
 	}
-	var creds *credentials.Credentials
-	if o.AccessKeyID == "" && o.SecretAccessKey == "" {
-		creds = credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.IAM{}})
-	} else {
-		creds = credentials.NewStaticV4(o.AccessKeyID, o.SecretAccessKey, "")
-	}
-	lookup := minio.BucketLookupAuto
-	if o.PathStyle {
-		lookup = minio.BucketLookupPath
-	}
-	c, err := minio.New(o.Endpoint, &minio.Options{Creds: creds, Secure: !o.Insecure, Region: o.Region, BucketLookup: lookup})
+	c, err := s3client.New("history s3", o)
 	if err != nil {
-		return nil, fmt.Errorf("history s3: endpoint %q: %w", o.Endpoint, err)
+		return nil, err
 	}
 	return &S3Bucket{client: c, opts: o}, nil
 }
