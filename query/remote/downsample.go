@@ -172,7 +172,10 @@ func aggrChunkIterator(ac *storepb.AggrChunk, aggrs []storepb.Aggr) (func() chun
 		}
 		return func() chunkenc.Iterator { return storage.NewListSeriesIterator(chunks.SampleSlice(samples)) }, nil
 	}
-	return nil, fmt.Errorf("no raw data (a downsampled chunk, read with aggregates %v)", aggrs)
+	if len(aggrs) == 0 {
+		return nil, errors.New("no raw data (a downsampled aggregate, but raw data was asked for)")
+	}
+	return nil, fmt.Errorf("no raw data, and aggregates %v cannot be read", aggrs)
 }
 
 // seriesFromPB decodes one StoreAPI series: its labels, sorted, and its

@@ -117,8 +117,12 @@ func (q *storeAPIQuerier) Select(ctx context.Context, _ bool, hints *storage.Sel
 	} else {
 		aggrs = aggrsForFunc("")
 	}
+	// Asked for raw data only, a store's aggregate chunks are its error
+	// (aggrs nil), as before downsampled reads existed.
 	if req.MaxResolutionWindow = maxResolutionWindow(ctx, q.s.opts.MaxSourceResolution, hints); req.MaxResolutionWindow > 0 {
 		req.Aggregates = aggrs
+	} else {
+		aggrs = nil
 	}
 	ctx, cancel := q.ctx(ctx)
 	defer cancel()
