@@ -33,6 +33,13 @@ func WithMaxSourceResolution(ctx context.Context, d time.Duration) context.Conte
 	return context.WithValue(ctx, resolutionKey{}, d)
 }
 
+// MaxSourceResolutionFrom returns the resolution WithMaxSourceResolution
+// put in ctx, and whether there was one.
+func MaxSourceResolutionFrom(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(resolutionKey{}).(time.Duration)
+	return d, ok
+}
+
 // ParseMaxSourceResolution reads Thanos' max_source_resolution parameter:
 // "auto", or a duration in Prometheus' syntax (0s, 5m, 1h).
 func ParseMaxSourceResolution(s string) (time.Duration, error) {
@@ -52,7 +59,7 @@ func ParseMaxSourceResolution(s string) (time.Duration, error) {
 // per hour cannot make a 1h rate.
 func maxResolutionWindow(ctx context.Context, def time.Duration, hints *storage.SelectHints) int64 {
 	d := def
-	if v, ok := ctx.Value(resolutionKey{}).(time.Duration); ok {
+	if v, ok := MaxSourceResolutionFrom(ctx); ok {
 		d = v
 	}
 	var ms int64
