@@ -22,8 +22,12 @@ const (
 // TestThanosCompactDownsampling backfills 14 days and 8 hours into a
 // tailroot server behind a sidecar, lets `thanos compact` compact and
 // downsample the uploaded 2h blocks, and checks histogram_quantile and
-// increase through Thanos Query at 5m and 1h resolution against the raw
-// answer within the bound docs/functions.md derives.
+// increase at 5m and 1h resolution, through Thanos Query and through
+// tailroot's own global view (a tailroot server with --store.endpoint on
+// each resolution's Thanos Store), against the raw answer within the bound
+// docs/functions.md derives; and tail_mean_from_accumulators over
+// increase() of the downsampled accumulators through the global view
+// (checkTailDownsampled).
 //
 // Thanos downsamples a block to 5m only when it spans at least 40h, and a
 // 5m block to 1h only when it spans at least 10 days; compaction builds
@@ -157,9 +161,9 @@ func checkDownsampledRange(t *testing.T, ds, local th.API, params url.Values, ge
 // the requests they were built from: tail_mean_from_accumulators over the
 // window's exact counter differences (no extrapolation) counts every
 // request, and its bounds bracket E[X_i | S ≥ q] computed from the requests
-// themselves. The same expression over Thanos' downsampled blocks needs
-// tailroot's engine over a remote store (increase() there, since Thanos
-// serves plain selectors of downsampled counters as window averages).
+// themselves. Over Thanos' downsampled blocks the expression takes
+// increase() instead (plain selectors of downsampled counters read window
+// averages): see checkTailDownsampled.
 func checkTailAccumulators(t *testing.T, api th.API, gen *th.Generator, p float64, ts time.Time, window time.Duration) {
 	t.Helper()
 	w := model(window)
