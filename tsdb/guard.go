@@ -140,7 +140,16 @@ func (p *logPos) advance() error {
 		}
 		p.setSeg(p.seg + 1)
 	}
-	return p.stat()
+	err := p.stat()
+	if errors.Is(err, fs.ErrNotExist) {
+		// Head truncation removed the segment, and the next one too
+		// (the WBL's truncation after an out-of-order compaction cuts
+		// segments past p.next): list the log again.
+		np, err := currentPos(p.dir)
+		*p = np
+		return err
+	}
+	return err
 }
 
 // cut removes everything written after p: newer segments, and the tail of
