@@ -225,7 +225,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if h.Extra != nil {
 		h.Extra(r)
 	}
-	r.PathPrefix("/api/v1/").Handler(dialect(partialResponse(apiRouter)))
+	r.PathPrefix("/api/v1/").Handler(dialect(partialResponse(maxSourceResolution(apiRouter))))
 	r.HandleFunc("/", s.landing).Methods(http.MethodGet)
 	return s
 }

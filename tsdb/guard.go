@@ -140,16 +140,16 @@ func (p *logPos) advance() error {
 		}
 		p.setSeg(p.seg + 1)
 	}
-	if _, err := os.Stat(p.cur); errors.Is(err, fs.ErrNotExist) {
-		// The segment was removed under us: head compaction truncates the
-		// WAL, and compacting the out-of-order head deletes WBL segments
-		// (the WBL may start again from fewer files). What was removed is
-		// in blocks; follow the log from its newest segment now.
+	err := p.stat()
+	if errors.Is(err, fs.ErrNotExist) {
+		// Head truncation removed the segment, and the next one too
+		// (the WBL's truncation after an out-of-order compaction cuts
+		// segments past p.next): list the log again.
 		np, err := currentPos(p.dir)
 		*p = np
 		return err
 	}
-	return p.stat()
+	return err
 }
 
 // cut removes everything written after p: newer segments, and the tail of

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/wlog"
 
 	"github.com/tailroot/tailroot/internal/diskfull"
 )
@@ -363,4 +364,29 @@ func TestReopenWaitsForQueriers(t *testing.T) {
 		t.Fatalf("not reopened after the querier closed: %v", err)
 	}
 	checkLedger(t, "after the reopen", readAll(t, db), l)
+}
+
+// TestAdvanceAfterTruncation: when head truncation has removed the
+// recorded segment and the next one (the WBL cuts past it after an
+// out-of-order compaction), the position follows the log's newest segment
+// instead of failing writes with "stat wal segment".
+func TestAdvanceAfterTruncation(t *testing.T) {
+	dir := t.TempDir()
+	write := func(i, n int) {
+		if err := os.WriteFile(wlog.SegmentName(dir, i), make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(3, 10)
+	p, err := currentPos(dir)
+	if err != nil || p.seg != 3 || p.off != 10 {
+		t.Fatalf("position %+v, %v", p, err)
+	}
+	if err := os.Remove(wlog.SegmentName(dir, 3)); err != nil {
+		t.Fatal(err)
+	}
+	write(6, 7)
+	if err := p.advance(); err != nil || p.seg != 6 || p.off != 7 {
+		t.Errorf("after truncation: position %+v, %v; want segment 6 at 7", p, err)
+	}
 }

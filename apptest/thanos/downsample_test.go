@@ -22,8 +22,12 @@ const (
 // TestThanosCompactDownsampling backfills 14 days and 8 hours into a
 // tailroot server behind a sidecar, lets `thanos compact` compact and
 // downsample the uploaded 2h blocks, and checks histogram_quantile and
-// increase through Thanos Query at 5m and 1h resolution against the raw
-// answer within the bound docs/functions.md derives.
+// increase at 5m and 1h resolution, through Thanos Query and through
+// tailroot's own global view (a tailroot server with --store.endpoint on
+// each resolution's Thanos Store), against the raw answer within the bound
+// docs/functions.md derives; and tail_mean_from_accumulators over
+// increase() of the downsampled accumulators through the global view
+// (checkTailDownsampled).
 //
 // Thanos downsamples a block to 5m only when it spans at least 40h, and a
 // 5m block to 1h only when it spans at least 10 days; compaction builds
@@ -72,17 +76,23 @@ func TestThanosCompactDownsampling(t *testing.T) {
 	// One Thanos Store and Query per resolution, each on a bucket holding
 	// only that resolution's blocks, so that an answer cannot come from
 	// another resolution; and one over the whole bucket for raw answers.
-	apiFor := func(b *th.Bucket) th.API {
+	apiFor := func(b *th.Bucket) (th.API, string) {
 		store := th.Store(t, b)
 		th.WaitMetric(t, store.HTTP, "thanos_bucket_store_blocks_loaded", func(v float64) bool { return int(v) == len(b.Blocks(t)) }, time.Minute)
 		q := th.Query(t, []string{store.GRPC})
 		q.WaitStores(t, 1, time.Minute)
-		return th.API{URL: "http://" + q.HTTP}
+		return th.API{URL: "http://" + q.HTTP}, store.GRPC
 	}
-	rawQ := apiFor(bucket)
-	dsQ := map[time.Duration]th.API{}
+	rawQ, _ := apiFor(bucket)
+	// tailroot's own global view over each resolution's Thanos Store: an
+	// empty local TSDB, the store as --store.endpoint, reading that
+	// resolution by default (--store.max-source-resolution).
+	dsQ, global := map[time.Duration]th.API{}, map[time.Duration]th.API{}
 	for _, res := range []time.Duration{res5m, res1h} {
-		dsQ[res] = apiFor(bucket.CopyBlocks(t, func(m th.Meta) bool { return m.Thanos.Downsample.Resolution == res.Milliseconds() }))
+		var grpc string
+		dsQ[res], grpc = apiFor(bucket.CopyBlocks(t, func(m th.Meta) bool { return m.Thanos.Downsample.Resolution == res.Milliseconds() }))
+		g := apptest.Start(t, t.TempDir(), "--store.endpoint", grpc, "--store.max-source-resolution", model(res))
+		global[res] = th.API{URL: g.URL}
 	}
 	local0 := th.API{URL: app.URL}
 	raw := url.Values{"max_source_resolution": {"0s"}, "partial_response": {"false"}}
@@ -101,6 +111,10 @@ func TestThanosCompactDownsampling(t *testing.T) {
 		}
 		for _, res := range []time.Duration{res5m, res1h} {
 			checkDownsampled(t, dsQ[res], local0, at(res), ts, dsWindow, res, n, peak)
+			// The same queries through tailroot's global view, within
+			// the same bound.
+			checkDownsampled(t, global[res], local0, at(res), ts, dsWindow, res, n, peak)
+			checkTailDownsampled(t, global[res], local0, ts, dsWindow, res, n, peak)
 		}
 		for _, p := range []float64{0.9, 0.99} {
 			checkTailAccumulators(t, local0, gen, p, ts, dsWindow)
@@ -147,9 +161,9 @@ func checkDownsampledRange(t *testing.T, ds, local th.API, params url.Values, ge
 // the requests they were built from: tail_mean_from_accumulators over the
 // window's exact counter differences (no extrapolation) counts every
 // request, and its bounds bracket E[X_i | S ≥ q] computed from the requests
-// themselves. The same expression over Thanos' downsampled blocks needs
-// tailroot's engine over a remote store (increase() there, since Thanos
-// serves plain selectors of downsampled counters as window averages).
+// themselves. Over Thanos' downsampled blocks the expression takes
+// increase() instead (plain selectors of downsampled counters read window
+// averages): see checkTailDownsampled.
 func checkTailAccumulators(t *testing.T, api th.API, gen *th.Generator, p float64, ts time.Time, window time.Duration) {
 	t.Helper()
 	w := model(window)
@@ -174,6 +188,71 @@ func checkTailAccumulators(t *testing.T, api th.API, gen *th.Generator, p float6
 			t.Errorf("P%g tail mean of %s at %v: true %v (tail of %d requests above %v) outside the accumulators' bounds [%v, %v]", p*100, st, ts.UTC(), truth[i], tail, quant, lo, hi)
 		}
 		t.Logf("P%g tail mean of %s: true %.6g, accumulator estimate %.6g, bounds [%.6g, %.6g]", p*100, st, truth[i], est, lo, hi)
+	}
+}
+
+// checkTailDownsampled checks tail_mean_from_accumulators over increase()
+// of the downsampled accumulators through tailroot's global view (the
+// server's default resolution, no max_source_resolution parameter) against
+// the exact accumulators of the raw TSDB (docs/functions.md, "Downsampled
+// history"). Thanos stamps a window's counter aggregate at the window's
+// end, (k+1)·res − 1 ms, with the counter's value at the window's last raw
+// sample, (k+1)·res − step. The window (t − R, t], R and t multiples of
+// res, thus holds its first sample at t − R + res − 1 ms (counting to
+// t − R + res − step) and its last at t − 1 ms (counting to t − step):
+// increase() is f times the exact increment over
+// J = (t − R + res − step, t − step], with one extrapolation factor f for
+// every accumulator series that has samples all through the window (they
+// share their sample times); a series born inside the window is
+// extrapolated by less, between 1 and f. So every row equals the exact
+// answer over J with all inputs scaled by f, f being the ratio of the two
+// request counts, within a relative f − 1 (exactly, to 1e-9, when no
+// series starts inside the window); and the request count, an increase,
+// lies within the increase bound.
+func checkTailDownsampled(t *testing.T, global, local th.API, ts time.Time, window, res time.Duration, n, peak int) {
+	t.Helper()
+	rows := func(r th.Result) map[string]float64 {
+		out := map[string]float64{}
+		for _, s := range r.Series {
+			out[s.Metric["stage"]+"/"+s.Metric["statistic"]] = s.Points[0].V
+		}
+		return out
+	}
+	jEnd, jLen := ts.Add(-dsStep), window-res
+	exact := func(p, f float64) string {
+		diff := func(name string) string {
+			return fmt.Sprintf(`(((%[1]s - %[1]s offset %[2]s) or %[1]s) * %.17[3]g)`, name, model(jLen), f)
+		}
+		return fmt.Sprintf(`tail_mean_from_accumulators(%g, sum by (stage, e2e_bucket) %s, sum by (e2e_bucket) %s, "all")`,
+			p, diff("tailroot_tail_stage_seconds_sum"), diff("tailroot_tail_requests_total"))
+	}
+	for _, p := range []float64{0.9, 0.99} {
+		inc := func(name string) string { return fmt.Sprintf("increase(%s[%s])", name, model(window)) }
+		q := fmt.Sprintf(`tail_mean_from_accumulators(%g, sum by (stage, e2e_bucket) (%s), sum by (e2e_bucket) (%s), "all")`,
+			p, inc("tailroot_tail_stage_seconds_sum"), inc("tailroot_tail_requests_total"))
+		got := rows(global.Instant(t, q, ts, nil))
+		edge := 2 * (res + dsStep)
+		lo, hi := float64(n)-float64(peak)*float64(edge/dsStep), float64(n)*float64(window)/float64(window-edge)
+		if g := got["e2e/requests"]; g < lo || g > hi {
+			t.Errorf("%v: P%g tail accumulators: %v requests, want within [%v, %v] (true %d)", res, p*100, g, lo, hi, n)
+		}
+		inJ := rows(local.Instant(t, exact(p, 1), jEnd, nil))["e2e/requests"]
+		f := got["e2e/requests"] / inJ
+		want := rows(local.Instant(t, exact(p, f), jEnd, nil))
+		if len(got) == 0 || len(got) != len(want) || !(f >= 1 && f <= float64(window)/float64(window-edge)) {
+			t.Fatalf("%v: %s: %d rows, the exact answer over J has %d; extrapolation factor %v", res, q, len(got), len(want), f)
+		}
+		worst, tol := 0.0, math.Max(f-1, 1e-9)
+		for k, w := range want {
+			g, ok := got[k]
+			if rel := math.Abs(g-w) / math.Max(math.Abs(w), 1e-300); !ok || rel > tol {
+				t.Errorf("%v: P%g %s = %v through the global view, exact over J ×%.6g %v (relative %.2g)", res, p*100, k, g, f, w, rel)
+			} else {
+				worst = math.Max(worst, rel)
+			}
+		}
+		t.Logf("%v: P%g tail accumulators via increase() over %s through tailroot's global view: %v requests (true %d, %v in J, f = %.6g); %d rows equal the exact answer over J ×f within %.2g (bound %.2g)",
+			res, p*100, model(window), got["e2e/requests"], n, inJ, f, len(want), worst, tol)
 	}
 }
 

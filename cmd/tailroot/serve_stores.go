@@ -39,6 +39,7 @@ type storesConfig struct {
 	replicaLabels []string
 	partial       bool
 	timeout       time.Duration
+	maxResolution string
 	tls           bool
 	tlsConfig     config_util.TLSConfig
 }
@@ -49,6 +50,7 @@ func addStoreFlags(fs *flag.FlagSet, c *storesConfig) {
 	fs.Var(listFlag{&c.replicaLabels}, "query.replica-label", "label whose values are replicas of one series: dropped from every series, and the replicas merged; repeatable")
 	fs.BoolVar(&c.partial, "query.partial-response", c.partial, "answer a query from the stores that answered when others failed, with a warning naming them (partial_response=false on a request overrides it)")
 	fs.DurationVar(&c.timeout, "store.timeout", 0, "time limit of one StoreAPI call; 0 means the query's own timeout")
+	fs.StringVar(&c.maxResolution, "store.max-source-resolution", "0s", "coarsest downsampled resolution read from --store.endpoint (Thanos' max_source_resolution: 0s raw only, 5m, 1h, or auto for a fifth of the query step); a query's max_source_resolution overrides it")
 	fs.BoolVar(&c.tls, "store.tls", false, "connect to --store.endpoint over TLS")
 	fs.StringVar(&c.tlsConfig.CAFile, "store.tls.ca-file", "", "CA certificates that verify StoreAPI servers (implies --store.tls)")
 	fs.StringVar(&c.tlsConfig.CertFile, "store.tls.cert-file", "", "client certificate for StoreAPI endpoints (implies --store.tls)")
@@ -70,6 +72,13 @@ func (c *storesConfig) queryable(cfg *promcfg.Holder, db *tsdb.DB, logger *slog.
 		}
 	}
 	so := remote.StoreAPIOptions{Timeout: c.timeout}
+	if c.maxResolution != "" {
+		d, err := remote.ParseMaxSourceResolution(c.maxResolution)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--store.max-source-resolution: %w", err)
+		}
+		so.MaxSourceResolution = d
+	}
 	if c.tls || c.tlsConfig.CAFile != "" || c.tlsConfig.CertFile != "" {
 		t, err := config_util.NewTLSConfig(&c.tlsConfig)
 		if err != nil {

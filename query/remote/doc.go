@@ -44,7 +44,14 @@
 //     through a Thanos Query this node reads.
 //   - Remote read has no label calls: a remote_read store lists no label
 //     names or values (an info says so) rather than failing.
-//   - StoreAPI requests ask for raw data (max_resolution_window 0);
-//     downsampled aggregate chunks without raw data are an error of that
-//     store.
+//   - Downsampled blocks are read as Thanos Query reads them: the maximum
+//     source resolution (StoreAPIOptions.MaxSourceResolution, per request
+//     WithMaxSourceResolution: max_source_resolution on the HTTP API; 0 by
+//     default, raw data only) is sent as max_resolution_window, capped at
+//     half the range of functions that need two samples in their window.
+//     A chunk without raw data is read through the aggregate the selector's
+//     function calls for (aggrsForFunc): min, max, count, sum, the
+//     reset-adjusted counter for rate/increase/irate/resets, else the
+//     window average sum/count. Asked for raw data only, aggregate chunks
+//     are an error of that store.
 package remote

@@ -34,13 +34,22 @@ func FuzzSeriesFromPB(f *testing.F) {
 		Labels: []*storepb.Label{{Name: "__name__", Value: "h"}},
 		Chunks: []*storepb.AggrChunk{{Raw: &storepb.Chunk{Type: storepb.Chunk_HISTOGRAM, Data: hc.Bytes()}}},
 	})
+	seed(&storepb.Series{
+		Labels: []*storepb.Label{{Name: "__name__", Value: "d"}},
+		Chunks: []*storepb.AggrChunk{{MinTime: 1000, MaxTime: 2000,
+			Count:   &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()},
+			Sum:     &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()},
+			Min:     &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()},
+			Counter: &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()}}},
+	})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ps storepb.Series
 		if err := proto.Unmarshal(b, &ps); err != nil {
 			return
 		}
-		s, err := seriesFromPB(&ps)
+		// The length picks how aggregate chunks are read.
+		s, err := seriesFromPB(&ps, aggrsForFunc([]string{"", "rate", "min_over_time"}[len(b)%3]))
 		if err != nil {
 			return
 		}

@@ -362,12 +362,12 @@ func TestSeriesFromPBRejects(t *testing.T) {
 	for name, s := range map[string]*storepb.Series{
 		"no labels":     {},
 		"empty name":    {Labels: []*storepb.Label{{Name: "", Value: "v"}}},
-		"downsampled":   {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 1, MaxTime: 2, Count: &storepb.Chunk{}}}},
+		"no sum":        {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 1, MaxTime: 2, Count: &storepb.Chunk{}}}},
 		"bad encoding":  {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 1, MaxTime: 2, Raw: &storepb.Chunk{Type: 9}}}},
 		"short chunk":   {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 1, MaxTime: 2, Raw: &storepb.Chunk{Data: []byte{0}}}}},
 		"inverted time": {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 3, MaxTime: 2, Raw: &storepb.Chunk{}}}},
 	} {
-		if _, err := seriesFromPB(s); err == nil {
+		if _, err := seriesFromPB(s, aggrsForFunc("")); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}

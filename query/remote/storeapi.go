@@ -10,8 +10,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
-	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -32,6 +30,11 @@ type StoreAPIOptions struct {
 	// MaxRecvBytes is the largest message accepted (one series with its
 	// chunks); zero means 256 MiB.
 	MaxRecvBytes int
+	// MaxSourceResolution is the coarsest downsampled resolution read
+	// (Thanos Query's max_source_resolution): zero reads raw data only,
+	// AutoResolution a fifth of each query's step. WithMaxSourceResolution
+	// overrides it per query.
+	MaxSourceResolution time.Duration
 }
 
 // StoreAPI reads series from a Thanos StoreAPI endpoint over gRPC, speaking
@@ -105,10 +108,21 @@ func (q *storeAPIQuerier) Select(ctx context.Context, _ bool, hints *storage.Sel
 		PartialResponseStrategy: strategy(ctx),
 		PartialResponseDisabled: strategy(ctx) == storepb.PartialResponseStrategy_ABORT,
 	}
+	var aggrs []storepb.Aggr
 	if hints != nil {
 		req.SkipChunks = hints.Func == "series"
 		req.Step = hints.Step
 		req.Range = hints.Range
+		aggrs = aggrsForFunc(hints.Func)
+	} else {
+		aggrs = aggrsForFunc("")
+	}
+	// Asked for raw data only, a store's aggregate chunks are its error
+	// (aggrs nil), as before downsampled reads existed.
+	if req.MaxResolutionWindow = maxResolutionWindow(ctx, q.s.opts.MaxSourceResolution, hints); req.MaxResolutionWindow > 0 {
+		req.Aggregates = aggrs
+	} else {
+		aggrs = nil
 	}
 	ctx, cancel := q.ctx(ctx)
 	defer cancel()
@@ -121,7 +135,7 @@ func (q *storeAPIQuerier) Select(ctx context.Context, _ bool, hints *storage.Sel
 		annos annotations.Annotations
 	)
 	add := func(ps *storepb.Series) error {
-		s, err := seriesFromPB(ps)
+		s, err := seriesFromPB(ps, aggrs)
 		if err != nil {
 			return err
 		}
@@ -216,69 +230,4 @@ func matchersToPB(ms []*labels.Matcher) []*storepb.LabelMatcher {
 		out = append(out, &storepb.LabelMatcher{Type: t, Name: m.Name, Value: m.Value})
 	}
 	return out
-}
-
-// seriesFromPB decodes one StoreAPI series: its labels, sorted, and its raw
-// chunks, read with the TSDB's own chunk decoders. Overlapping chunks (a
-// Thanos Query over a sidecar and a store holding the same block) are
-// chain-merged, as the prometheus module does for remote read.
-func seriesFromPB(ps *storepb.Series) (storage.Series, error) {
-	b := labels.NewScratchBuilder(len(ps.GetLabels()))
-	for _, l := range ps.GetLabels() {
-		if l.GetName() == "" {
-			return nil, errors.New("series with an empty label name")
-		}
-		b.Add(l.GetName(), l.GetValue())
-	}
-	b.Sort()
-	lset := b.Labels()
-	if lset.IsEmpty() {
-		return nil, errors.New("series without labels")
-	}
-	if len(ps.GetChunks()) == 0 {
-		return storage.NewListSeries(lset, nil), nil
-	}
-	parts := make([]storage.Series, 0, len(ps.GetChunks()))
-	for i, ac := range ps.GetChunks() {
-		raw := ac.GetRaw()
-		if raw == nil {
-			return nil, fmt.Errorf("series %s: chunk %d has no raw data (a downsampled aggregate)", lset, i)
-		}
-		if ac.GetMinTime() > ac.GetMaxTime() {
-			return nil, fmt.Errorf("series %s: chunk %d: min time %d after max time %d", lset, i, ac.GetMinTime(), ac.GetMaxTime())
-		}
-		// The TSDB's iterators trust the chunk header (a 2-byte sample
-		// count, plus a flags byte for histograms); a shorter chunk would
-		// make them panic, so it is rejected here.
-		var (
-			enc    chunkenc.Encoding
-			header int
-		)
-		switch raw.GetType() {
-		case storepb.Chunk_XOR:
-			enc, header = chunkenc.EncXOR, 2
-		case storepb.Chunk_HISTOGRAM:
-			enc, header = chunkenc.EncHistogram, 3
-		case storepb.Chunk_FLOAT_HISTOGRAM:
-			enc, header = chunkenc.EncFloatHistogram, 3
-		default:
-			return nil, fmt.Errorf("series %s: chunk %d: unknown encoding %d", lset, i, raw.GetType())
-		}
-		if len(raw.GetData()) < header {
-			return nil, fmt.Errorf("series %s: chunk %d: %d bytes, shorter than the %s chunk header", lset, i, len(raw.GetData()), enc)
-		}
-		chk, err := chunkenc.FromData(enc, raw.GetData())
-		if err != nil {
-			return nil, fmt.Errorf("series %s: chunk %d: %w", lset, i, err)
-		}
-		meta := chunks.Meta{MinTime: ac.GetMinTime(), MaxTime: ac.GetMaxTime(), Chunk: chk}
-		parts = append(parts, &storage.SeriesEntry{
-			Lset:             lset,
-			SampleIteratorFn: func(it chunkenc.Iterator) chunkenc.Iterator { return meta.Chunk.Iterator(it) },
-		})
-	}
-	if len(parts) == 1 {
-		return parts[0], nil
-	}
-	return storage.ChainedSeriesMerge(parts...), nil
 }
