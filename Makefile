@@ -97,9 +97,27 @@ fuzz: ## run every fuzz target for $(FUZZTIME) each
 soak: peers ## long runs: kill -9 the server 100 times during mixed ingest, and forwarding with the receivers stopped for 5 minutes (TAILROOT_SOAK=1)
 	TAILROOT_SOAK=1 $(GO) test -timeout 40m -count=1 -v -run '^TestCrashLoop$$|^TestForwardToThanosReceiveAndPrometheus$$' ./apptest/
 
-.PHONY: bench
-bench: ## run benchmarks (6 counts) into bench.txt; compare runs with `go tool benchstat`
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+# Benchmarks by area, so that one area can be measured (and compared with
+# benchstat) in a few minutes; `make bench` runs every group in turn.
+BENCH_COUNT  ?= 6
+BENCH_INGEST := ./ingest/... ./agent/...
+BENCH_STORE  := ./tsdb/...
+BENCH_QUERY  := ./query/... ./cmd/...
+BENCH_STATS  := ./attribution/... ./sim/...
+BENCH_BPF    := ./bpf/...
+
+.PHONY: bench bench-ingest bench-store bench-query bench-stats bench-bpf
+bench-ingest: ## benchmarks of remote write, OTLP, records and the agent queue into bench-ingest.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_INGEST) | tee bench-ingest.txt
+bench-store: ## benchmarks of the TSDB guard, records, Parquet history, evidence and forwarding into bench-store.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_STORE) | tee bench-store.txt
+bench-query: ## benchmarks of the engine, tail functions, MetricsQL and the global view into bench-query.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_QUERY) | tee bench-query.txt
+bench-stats: ## benchmarks of the attribution statistics and the simulator into bench-stats.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_STATS) | tee bench-stats.txt
+bench-bpf: ## per-event overhead of the eBPF probes (root) into bench-bpf.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_BPF) | tee bench-bpf.txt
+bench: bench-ingest bench-store bench-query bench-stats bench-bpf ## every benchmark group (BENCH_COUNT=6 each); compare runs with `go tool benchstat`
 
 .PHONY: clean
 clean: ## remove build outputs (not the data dir)
