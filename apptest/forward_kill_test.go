@@ -22,7 +22,7 @@ import (
 // only the newest ones — a few batch deadlines (here 200ms each), at most 3s, before
 // the kill — and that nothing is sent twice.
 func TestForwardAfterKill(t *testing.T) {
-	prom := fwPeer(t, "prometheus")
+	prom := PeerBinary(t, "prometheus")
 	dir := t.TempDir()
 	promCfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(promCfg, []byte("global: {}\n"), 0o644); err != nil {

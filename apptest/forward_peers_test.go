@@ -3,83 +3,11 @@ package apptest
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-var (
-	fwPeerMu    sync.Mutex
-	fwPeerPaths = map[string]string{}
-)
-
-// fwPeer returns the path of a peer binary ("thanos" or "prometheus"),
-// building it with the project's peer scripts (../shared/tools/peers, which
-// cache under ~/.cache/tailroot-peers/bin) when it is missing. TAILROOT_PEERS_BIN
-// names a directory holding prebuilt binaries. The test is skipped, with the
-// reason, only when no binary exists and no build script is found.
-func fwPeer(t *testing.T, name string) string {
-	t.Helper()
-	fwPeerMu.Lock()
-	defer fwPeerMu.Unlock()
-	if p, ok := fwPeerPaths[name]; ok {
-		return p
-	}
-	file := map[string]string{"thanos": "thanos-v0.42.5", "prometheus": "prometheus-v0.316.0"}[name]
-	if file == "" {
-		t.Fatalf("BUG: unknown peer %q", name)
-	}
-	dirs := []string{os.Getenv("TAILROOT_PEERS_BIN")}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, ".cache", "tailroot-peers", "bin"))
-	}
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		if p := filepath.Join(d, file); fwIsExec(p) {
-			fwPeerPaths[name] = p
-			return p
-		}
-	}
-	_, self, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(self))
-	script := map[string]string{"thanos": "build-thanos.sh", "prometheus": "build-peers.sh"}[name]
-	sp := filepath.Join(root, "..", "shared", "tools", "peers", script)
-	if !fwIsExec(sp) {
-		t.Skipf("%s not built (%s) and the peer build script %s is missing; run `make peers`", name, file, sp)
-	}
-	t.Logf("building %s with %s (minutes when cold)", name, sp)
-	cmd := exec.Command(sp)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v", sp, err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if v, ok := strings.CutPrefix(line, name+"="); ok {
-			fwPeerPaths[name] = v
-		} else if name == "thanos" && strings.HasSuffix(line, file) {
-			fwPeerPaths[name] = line
-		}
-	}
-	p := fwPeerPaths[name]
-	if !fwIsExec(p) {
-		t.Fatalf("%s printed no %s binary:\n%s", sp, name, out)
-	}
-	return p
-}
-
-func fwIsExec(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
 
 // fwProc is a peer server started as a process; Stop and Start can be
 // repeated with the same arguments (an outage and its end).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	thanospkg "github.com/tailroot/tailroot/apptest/internal/thanos"
 	"io"
 	"math"
 	"net/http"
@@ -126,8 +127,8 @@ const fwSeries = 5
 // a TSDB silently absorbs an identical resend; tailroot's ingest latency
 // is compared before and during the outage.
 func TestForwardToThanosReceiveAndPrometheus(t *testing.T) {
-	thanos := fwPeer(t, "thanos")
-	prom := fwPeer(t, "prometheus")
+	thanos := thanospkg.Binary(t)
+	prom := PeerBinary(t, "prometheus")
 	outage := fwOutage()
 	dir := t.TempDir()
 

@@ -3,13 +3,13 @@ package apptest
 import (
 	"encoding/json"
 	"fmt"
+	thanospkg "github.com/tailroot/tailroot/apptest/internal/thanos"
 	"math"
 	"math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,36 +19,6 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/prompb"
 )
-
-// globalThanos returns the Thanos binary: $THANOS_BIN, the shared peers
-// cache, or a build by the shared script (cached after the first).
-func globalThanos(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("THANOS_BIN"); p != "" {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	cached := filepath.Join(home, ".cache", "tailroot-peers", "bin", "thanos-v0.42.5")
-	if _, err := os.Stat(cached); err == nil {
-		return cached
-	}
-	_, self, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(self))
-	for _, dir := range []string{"../shared/tools/peers", "../../shared/tools/peers"} {
-		script := filepath.Join(root, dir, "build-thanos.sh")
-		if _, err := os.Stat(script); err != nil {
-			continue
-		}
-		out, err := exec.Command("bash", script).Output()
-		if err != nil {
-			t.Fatalf("build thanos with %s: %v", script, err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		return lines[len(lines)-1]
-	}
-	t.Skip("no Thanos binary: set THANOS_BIN, or provide tools/peers/build-thanos.sh to build it")
-	return ""
-}
 
 // proc is a peer process (Thanos) killed when the test ends.
 type proc struct {
@@ -432,7 +402,7 @@ func writeConfig(t *testing.T, dir, body string) string {
 // tailroot's functions give the union's answers on both, and a store that
 // is down gives a partial answer with a warning naming it.
 func TestGlobalView(t *testing.T) {
-	thanos := globalThanos(t)
+	thanos := thanospkg.Binary(t)
 	t0 := time.Now().Add(-65 * time.Minute).Truncate(globalStep)
 	d := newGlobalData(t0, 240)
 

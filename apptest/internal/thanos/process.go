@@ -52,7 +52,8 @@ func buildScript() string {
 
 // Binary returns the path of the thanos binary: $THANOS_BIN when set,
 // otherwise what the shared build script prints (it builds Thanos from the
-// Go module proxy once and caches it). The test is skipped, saying why,
+// Go module proxy once and caches it), or that cache when the script is not
+// there. Every test that starts Thanos gets it here. The test is skipped, saying why,
 // only when no binary can be had: no script, or the build failed.
 func Binary(t testing.TB) string {
 	t.Helper()
@@ -63,6 +64,13 @@ func Binary(t testing.TB) string {
 		}
 		script := buildScript()
 		if script == "" {
+			// No script here, but a binary it built earlier may be cached.
+			if home, err := os.UserHomeDir(); err == nil {
+				if p := filepath.Join(home, ".cache", "tailroot-peers", "bin", "thanos-"+Version); isExec(p) {
+					binPath = p
+					return
+				}
+			}
 			binSkip = "thanos binary unavailable: no tools/peers/build-thanos.sh in $TAILROOT_SHARED_DIR or shared/ beside the checkout, and THANOS_BIN is unset"
 			return
 		}
@@ -82,6 +90,11 @@ func Binary(t testing.TB) string {
 		t.Skip(binSkip)
 	}
 	return binPath
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 func tail(s string, n int) string {
