@@ -21,6 +21,7 @@ import (
 	"github.com/tailroot/tailroot/agent/evidence"
 	"github.com/tailroot/tailroot/apptest"
 	"github.com/tailroot/tailroot/bpf/blockio"
+	"github.com/tailroot/tailroot/internal/privtest"
 )
 
 // TestKernelSeriesReachServer runs the agent with its real eBPF probes
@@ -29,12 +30,7 @@ import (
 // tailroot and reads the series back over the query API.
 func TestKernelSeriesReachServer(t *testing.T) {
 	needServer(t)
-	if os.Geteuid() != 0 {
-		t.Skip("eBPF probes need root")
-	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		t.Skip("kernel has no BTF:", err)
-	}
+	privtest.RequireBPF(t)
 	app := apptest.Start(t, t.TempDir())
 	dir := t.TempDir()
 	sh := filepath.Join(dir, "trload")
@@ -141,9 +137,7 @@ func withoutEBPF(c config.Config) config.Config {
 // runtime of bpf/testdata and an evidence endpoint, and checks the
 // timeline it posts against the caller's own log of its calls.
 func TestCUDAEvidencePushed(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("uprobes need root")
-	}
+	privtest.RequireBPF(t)
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		t.Skip("gcc not found")

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -16,13 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/tailroot/tailroot/agent"
 	"github.com/tailroot/tailroot/agent/config"
-	"github.com/tailroot/tailroot/api"
 	"github.com/tailroot/tailroot/apptest"
-	tsevidence "github.com/tailroot/tailroot/tsdb/evidence"
+	"github.com/tailroot/tailroot/internal/privtest"
 )
 
 // slowPath is a running bpf/testdata/slowpath.c: slow_path_sleep sleeps
@@ -35,12 +30,7 @@ type slowPath struct {
 
 func startSlowPath(t *testing.T) *slowPath {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("eBPF probes need root")
-	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		t.Skip("kernel has no BTF:", err)
-	}
+	privtest.RequireBPF(t)
 	if runtime.GOARCH != "amd64" {
 		t.Skip("slowpath.c writes its system call in x86-64 assembly")
 	}
@@ -220,29 +210,10 @@ func checkSlowPathStacks(t *testing.T, base string, sp *slowPath, since time.Tim
 	}
 }
 
-// TestSlowPathStacksInProcess: the real probes catch slowpath sleeping in
-// slow_path_sleep, the agent symbolizes and pushes the stacks, and the
-// evidence API (api.Evidence over a real tsdb/evidence store, mounted on a
-// test server) returns them for the window.
-func TestSlowPathStacksInProcess(t *testing.T) {
-	sp := startSlowPath(t)
-	store, err := tsevidence.Open(tsevidence.Options{Dir: t.TempDir(), Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r := mux.NewRouter()
-	api.NewEvidence(store, api.EvidenceOptions{}).Register(r)
-	r.HandleFunc("/api/v1/write", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	srv := httptest.NewServer(r)
-	defer srv.Close()
-	since := time.Now()
-	runAgent(t, srv.URL)
-	checkSlowPathStacks(t, srv.URL, sp, since)
-}
-
-// TestSlowPathStacksReachBinary is the same against the tailroot binary;
-// it skips while cmd/tailroot does not route /api/v1/evidence.
+// TestSlowPathStacksReachBinary: the real probes catch slowpath sleeping
+// in slow_path_sleep, the agent symbolizes and pushes the stacks to the
+// tailroot binary, and its evidence API returns them for the window, also
+// after a restart.
 func TestSlowPathStacksReachBinary(t *testing.T) {
 	needServer(t)
 	sp := startSlowPath(t)

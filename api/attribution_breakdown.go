@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/query/tailfn"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
@@ -48,10 +49,10 @@ var decomposeMethods = []string{"auto", "tail_mean", "euler", "excess", "shapley
 // histograms).
 func (a *Attribution) decompose(ctx context.Context, req decomposeReq) (decomposition, error) {
 	if !slices.Contains(decomposeMethods, req.method) {
-		return decomposition{}, badData("parameter method=%q: want one of %s", req.method, strings.Join(decomposeMethods, ", "))
+		return decomposition{}, httpapi.BadData("parameter method=%q: want one of %s", req.method, strings.Join(decomposeMethods, ", "))
 	}
 	if req.metric != "e2e" && req.metric != "ttft" {
-		return decomposition{}, badData("parameter metric=%q: want e2e or ttft", req.metric)
+		return decomposition{}, httpapi.BadData("parameter metric=%q: want e2e or ttft", req.metric)
 	}
 	var d decomposition
 	reqs, clamped, err := a.requests(ctx, req.win, req.metric, req.visit, &d.warnings)
@@ -79,19 +80,19 @@ func (a *Attribution) decompose(ctx context.Context, req decomposeReq) (decompos
 			return d, berr
 		}
 		if base.Len() == 0 {
-			return d, &apiError{http.StatusUnprocessableEntity, "execution", fmt.Errorf("no requests in baseline window")}
+			return d, httpapi.Unprocessable(fmt.Errorf("no requests in baseline window"))
 		}
 		var res attribution.ShapleyResult
 		res, err = attribution.Shapley(reqs, base, req.p)
 		d.b = res.Breakdown
 	}
 	if err != nil {
-		return d, &apiError{http.StatusUnprocessableEntity, "execution", err}
+		return d, httpapi.Unprocessable(err)
 	}
 	if req.heat {
 		h, err := attribution.HeatTable(reqs, nil)
 		if err != nil {
-			return d, &apiError{http.StatusUnprocessableEntity, "execution", err}
+			return d, httpapi.Unprocessable(err)
 		}
 		d.heat = &h
 	}
@@ -228,22 +229,22 @@ func breakdownFromRows(vec promql.Vector) (attribution.Breakdown, float64, bool)
 
 // breakdownStage is one stage of a breakdown response.
 type breakdownStage struct {
-	Stage               string `json:"stage"`
-	ContributionSeconds num    `json:"contribution_seconds"`
-	Share               num    `json:"share"`
-	LowerSeconds        *num   `json:"lower_seconds"`
-	UpperSeconds        *num   `json:"upper_seconds"`
+	Stage               string          `json:"stage"`
+	ContributionSeconds httpapi.Number  `json:"contribution_seconds"`
+	Share               httpapi.Number  `json:"share"`
+	LowerSeconds        *httpapi.Number `json:"lower_seconds"`
+	UpperSeconds        *httpapi.Number `json:"upper_seconds"`
 }
 
 type heatRow struct {
-	Band        string `json:"band"`
-	FromSeconds num    `json:"from_seconds"`
-	ToSeconds   num    `json:"to_seconds"`
-	Requests    int    `json:"requests"`
-	MeanSeconds num    `json:"mean_seconds"`
-	StageMeans  []num  `json:"stage_means"`
-	TopStage    string `json:"top_stage"`
-	TopShare    num    `json:"top_share"`
+	Band        string           `json:"band"`
+	FromSeconds httpapi.Number   `json:"from_seconds"`
+	ToSeconds   httpapi.Number   `json:"to_seconds"`
+	Requests    int              `json:"requests"`
+	MeanSeconds httpapi.Number   `json:"mean_seconds"`
+	StageMeans  []httpapi.Number `json:"stage_means"`
+	TopStage    string           `json:"top_stage"`
+	TopShare    httpapi.Number   `json:"top_share"`
 }
 
 type heatData struct {
@@ -262,9 +263,9 @@ type breakdownData struct {
 	Kind            string           `json:"kind"`
 	Metric          string           `json:"metric"`
 	Quantile        float64          `json:"quantile"`
-	QuantileSeconds num              `json:"quantile_seconds"`
-	TargetSeconds   num              `json:"target_seconds"`
-	ResidualSeconds num              `json:"residual_seconds"`
+	QuantileSeconds httpapi.Number   `json:"quantile_seconds"`
+	TargetSeconds   httpapi.Number   `json:"target_seconds"`
+	ResidualSeconds httpapi.Number   `json:"residual_seconds"`
 	Window          windowSeconds    `json:"window"`
 	Requests        int              `json:"requests"`
 	Stages          []breakdownStage `json:"stages"`
@@ -284,9 +285,9 @@ func stagesOf(b attribution.Breakdown) []breakdownStage {
 		if b.Target != 0 {
 			share = b.Contrib[j] / b.Target
 		}
-		row := breakdownStage{Stage: st, ContributionSeconds: num(b.Contrib[j]), Share: num(share)}
+		row := breakdownStage{Stage: st, ContributionSeconds: httpapi.Number(b.Contrib[j]), Share: httpapi.Number(share)}
 		if b.Lower != nil && !math.IsNaN(b.Lower[j]) {
-			lo, hi := num(b.Lower[j]), num(b.Upper[j])
+			lo, hi := httpapi.Number(b.Lower[j]), httpapi.Number(b.Upper[j])
 			row.LowerSeconds, row.UpperSeconds = &lo, &hi
 		}
 		out[j] = row
@@ -300,13 +301,13 @@ func heatOf(h *attribution.Heat) *heatData {
 	}
 	out := &heatData{Stages: h.Stages, Rows: make([]heatRow, len(h.Rows))}
 	for i, r := range h.Rows {
-		means := make([]num, len(r.StageMean))
+		means := make([]httpapi.Number, len(r.StageMean))
 		for j, m := range r.StageMean {
-			means[j] = num(m)
+			means[j] = httpapi.Number(m)
 		}
 		out.Rows[i] = heatRow{
-			Band: r.Band.String(), FromSeconds: num(r.From), ToSeconds: num(r.To), Requests: r.Count,
-			MeanSeconds: num(r.MeanS), StageMeans: means, TopStage: r.TopStage, TopShare: num(r.TopShare),
+			Band: r.Band.String(), FromSeconds: httpapi.Number(r.From), ToSeconds: httpapi.Number(r.To), Requests: r.Count,
+			MeanSeconds: httpapi.Number(r.MeanS), StageMeans: means, TopStage: r.TopStage, TopShare: httpapi.Number(r.TopShare),
 		}
 	}
 	return out
@@ -364,10 +365,10 @@ func bucketOf(edges []float64, v float64) int {
 func (a *Attribution) breakdown(w http.ResponseWriter, r *http.Request) {
 	data, warnings, err := a.breakdownData(r)
 	if err != nil {
-		writeAttributionError(w, err)
+		httpapi.WriteErr(w, err)
 		return
 	}
-	writeAttributionData(w, data, warnings)
+	httpapi.WriteData(w, data, warnings...)
 }
 
 func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, error) {
@@ -379,11 +380,11 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	start, err := timeParam(r, "start", time.Time{}, true)
+	start, err := httpapi.TimeParam(r, "start", time.Time{}, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	end, err := timeParam(r, "end", time.Time{}, true)
+	end, err := httpapi.TimeParam(r, "end", time.Time{}, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -393,11 +394,11 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 	}
 	req := decomposeReq{win: win, metric: or(r.FormValue("metric"), "e2e"), p: p, method: or(r.FormValue("method"), "auto"), selector: sel}
 	if req.method == "shapley" {
-		bs, err := timeParam(r, "baseline_start", time.Time{}, true)
+		bs, err := httpapi.TimeParam(r, "baseline_start", time.Time{}, true)
 		if err != nil {
 			return nil, nil, err
 		}
-		be, err := timeParam(r, "baseline_end", time.Time{}, true)
+		be, err := httpapi.TimeParam(r, "baseline_end", time.Time{}, true)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -415,7 +416,7 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 		tokens = newTokenCounter()
 		req.visit = tokens.add
 	default:
-		return nil, nil, badData("parameter view=%q: want stages, heat or tokens", view)
+		return nil, nil, httpapi.BadData("parameter view=%q: want stages, heat or tokens", view)
 	}
 	d, err := a.decompose(r.Context(), req)
 	if err != nil {
@@ -423,7 +424,7 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 	}
 	out := &breakdownData{
 		Method: d.b.Method.String(), Kind: d.b.Kind.String(), Metric: req.metric, Quantile: p,
-		QuantileSeconds: num(d.b.Quantile), TargetSeconds: num(d.b.Target), ResidualSeconds: num(d.b.Residual),
+		QuantileSeconds: httpapi.Number(d.b.Quantile), TargetSeconds: httpapi.Number(d.b.Target), ResidualSeconds: httpapi.Number(d.b.Residual),
 		Window: windowSeconds{unixSeconds(start), unixSeconds(end)}, Requests: d.requests,
 		Stages: stagesOf(d.b), Heat: heatOf(d.heat),
 	}
@@ -440,27 +441,27 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 }
 
 type abData struct {
-	Quantile  float64 `json:"quantile"`
-	A         num     `json:"a"`
-	B         num     `json:"b"`
-	Diff      num     `json:"diff"`
-	Lower     num     `json:"lower"`
-	Upper     num     `json:"upper"`
-	Level     float64 `json:"level"`
-	Method    string  `json:"method"`
-	Metric    string  `json:"metric"`
-	ARequests int     `json:"a_requests"`
-	BRequests int     `json:"b_requests"`
+	Quantile  float64        `json:"quantile"`
+	A         httpapi.Number `json:"a"`
+	B         httpapi.Number `json:"b"`
+	Diff      httpapi.Number `json:"diff"`
+	Lower     httpapi.Number `json:"lower"`
+	Upper     httpapi.Number `json:"upper"`
+	Level     float64        `json:"level"`
+	Method    string         `json:"method"`
+	Metric    string         `json:"metric"`
+	ARequests int            `json:"a_requests"`
+	BRequests int            `json:"b_requests"`
 }
 
 // ab serves GET /api/v1/attribution/ab: P_p(b) − P_p(a) with its interval.
 func (a *Attribution) ab(w http.ResponseWriter, r *http.Request) {
 	data, err := a.abData(r)
 	if err != nil {
-		writeAttributionError(w, err)
+		httpapi.WriteErr(w, err)
 		return
 	}
-	writeAttributionData(w, data, nil)
+	httpapi.WriteData(w, data)
 }
 
 func (a *Attribution) abData(r *http.Request) (*abData, error) {
@@ -482,17 +483,17 @@ func (a *Attribution) abData(r *http.Request) (*abData, error) {
 	}
 	method, err := tailfn.ParseCIMethod(or(r.FormValue("ci_method"), "bootstrap"))
 	if err != nil {
-		return nil, badData("parameter ci_method: %v", err)
+		return nil, httpapi.BadData("parameter ci_method: %v", err)
 	}
 	metric := or(r.FormValue("metric"), "e2e")
 	if metric != "e2e" && metric != "ttft" {
-		return nil, badData("parameter metric=%q: want e2e or ttft", metric)
+		return nil, httpapi.BadData("parameter metric=%q: want e2e or ttft", metric)
 	}
-	start, err := timeParam(r, "start", time.Time{}, true)
+	start, err := httpapi.TimeParam(r, "start", time.Time{}, true)
 	if err != nil {
 		return nil, err
 	}
-	end, err := timeParam(r, "end", time.Time{}, true)
+	end, err := httpapi.TimeParam(r, "end", time.Time{}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -527,11 +528,11 @@ func (a *Attribution) abData(r *http.Request) (*abData, error) {
 	}
 	iv, err := attribution.QuantileDiffCI(xb, xa, p, level, attribution.CIOptions{Method: method, Seed: tailfn.BootstrapSeed})
 	if err != nil {
-		return nil, &apiError{http.StatusUnprocessableEntity, "execution", err}
+		return nil, httpapi.Unprocessable(err)
 	}
 	return &abData{
-		Quantile: p, A: num(attribution.Quantile(xa, p)), B: num(attribution.Quantile(xb, p)),
-		Diff: num(iv.Estimate), Lower: num(iv.Lower), Upper: num(iv.Upper), Level: level,
+		Quantile: p, A: httpapi.Number(attribution.Quantile(xa, p)), B: httpapi.Number(attribution.Quantile(xb, p)),
+		Diff: httpapi.Number(iv.Estimate), Lower: httpapi.Number(iv.Lower), Upper: httpapi.Number(iv.Upper), Level: level,
 		Method: iv.Method.String(), Metric: metric, ARequests: len(xa), BRequests: len(xb),
 	}, nil
 }

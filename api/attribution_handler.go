@@ -1,11 +1,8 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -13,10 +10,10 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/tailfn"
 )
@@ -97,54 +94,9 @@ func kernelRelease() string {
 	return strings.TrimSpace(string(b))
 }
 
-// apiError carries an HTTP status and Prometheus error type.
-type apiError struct {
-	code int
-	typ  string
-	err  error
-}
-
-func (e *apiError) Error() string { return e.err.Error() }
-func (e *apiError) Unwrap() error { return e.err }
-
-func badData(format string, args ...any) error {
-	return &apiError{http.StatusBadRequest, "bad_data", fmt.Errorf(format, args...)}
-}
-
 // errNoRequests is the 422 the plugin contract asks for when a window holds
 // no data: not a 404, which means "not implemented".
-var errNoRequests = &apiError{http.StatusUnprocessableEntity, "execution", errors.New("no requests in window")}
-
-func writeAttributionError(w http.ResponseWriter, err error) {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		writeError(w, ae.code, ae.typ, ae.Error())
-		return
-	}
-	writeError(w, http.StatusInternalServerError, "internal", err.Error())
-}
-
-// writeAttributionData writes the success envelope with warnings.
-func writeAttributionData(w http.ResponseWriter, data any, warnings []string) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(struct {
-		Status   string   `json:"status"`
-		Data     any      `json:"data"`
-		Warnings []string `json:"warnings,omitempty"`
-	}{"success", data, warnings})
-}
-
-// num is a float that encodes NaN and ±Inf as null: JSON has no such
-// numbers, and the plugin shows null as an empty cell.
-type num float64
-
-func (n num) MarshalJSON() ([]byte, error) {
-	f := float64(n)
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return []byte("null"), nil
-	}
-	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
-}
+var errNoRequests = httpapi.Unprocessable(errors.New("no requests in window"))
 
 // selectorParam parses a label-matcher set ({a="b"}); empty means all.
 // A name other than the records pseudo-metric is refused.
@@ -152,17 +104,17 @@ func (a *Attribution) selectorParam(r *http.Request, name string, required bool)
 	s := strings.TrimSpace(r.FormValue(name))
 	if s == "" || s == "{}" {
 		if required {
-			return nil, "", badData("parameter %s: required", name)
+			return nil, "", httpapi.BadData("parameter %s: required", name)
 		}
 		return nil, "{}", nil
 	}
 	ms, err := a.engine.Parser().ParseMetricSelector(s)
 	if err != nil {
-		return nil, "", badData("parameter %s=%q: %v", name, s, err)
+		return nil, "", httpapi.BadData("parameter %s=%q: %v", name, s, err)
 	}
 	ms, err = tailfn.RecordMatchers(ms)
 	if err != nil {
-		return nil, "", badData("parameter %s: %v", name, err)
+		return nil, "", httpapi.BadData("parameter %s: %v", name, err)
 	}
 	return ms, s, nil
 }
@@ -175,50 +127,15 @@ func levelParam(r *http.Request, name string, def float64) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || !(v > 0 && v < 1) {
-		return 0, badData("parameter %s=%q: want a number in (0, 1)", name, s)
+		return 0, httpapi.BadData("parameter %s=%q: want a number in (0, 1)", name, s)
 	}
 	return v, nil
-}
-
-// timeParam parses Unix seconds (fractional allowed) or RFC 3339.
-func timeParam(r *http.Request, name string, def time.Time, required bool) (time.Time, error) {
-	s := r.FormValue(name)
-	if s == "" {
-		if required {
-			return time.Time{}, badData("parameter %s: required", name)
-		}
-		return def, nil
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
-		sec, frac := math.Modf(f)
-		return time.Unix(int64(sec), int64(math.Round(frac*1e3))*int64(time.Millisecond)).UTC(), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, badData("parameter %s=%q: want Unix seconds or RFC 3339", name, s)
-}
-
-// durationParam parses a Prometheus duration (5m) or seconds.
-func durationParam(r *http.Request, name string, def time.Duration) (time.Duration, error) {
-	s := r.FormValue(name)
-	if s == "" {
-		return def, nil
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 && f < 1e9 {
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	d, err := model.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, badData("parameter %s=%q: want a positive duration such as 5m", name, s)
-	}
-	return time.Duration(d), nil
 }
 
 // window returns the records window (start, end].
 func window(ms []*labels.Matcher, start, end time.Time) (tailfn.Window, error) {
 	if !end.After(start) {
-		return tailfn.Window{}, badData("window: end %s is not after start %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
+		return tailfn.Window{}, httpapi.BadData("window: end %s is not after start %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
 	}
 	return tailfn.WindowAt(ms, end, end.Sub(start)), nil
 }

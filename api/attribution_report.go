@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tailroot/tailroot/attribution"
+	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/query/tailfn"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
@@ -49,14 +50,14 @@ type Report struct {
 		Tail    float64 `json:"tail"`
 		Clamped int     `json:"clamped"`
 	} `json:"requests"`
-	QuantileMs num `json:"quantile_ms"`
-	TargetMs   num `json:"target_ms"`
-	ResidualMs num `json:"residual_ms"`
+	QuantileMs httpapi.Number `json:"quantile_ms"`
+	TargetMs   httpapi.Number `json:"target_ms"`
+	ResidualMs httpapi.Number `json:"residual_ms"`
 	// Stages lists the stages of p99_breakdown_ms in canonical order.
-	Stages         []string          `json:"stages"`
-	P99BreakdownMs map[string]num    `json:"p99_breakdown_ms"`
-	BoundsMs       map[string][2]num `json:"bounds_ms,omitempty"`
-	HeatTable      []ReportHeatRow   `json:"heat_table"`
+	Stages         []string                     `json:"stages"`
+	P99BreakdownMs map[string]httpapi.Number    `json:"p99_breakdown_ms"`
+	BoundsMs       map[string][2]httpapi.Number `json:"bounds_ms,omitempty"`
+	HeatTable      []ReportHeatRow              `json:"heat_table"`
 	KernelFactors  struct {
 		EBPFStackTrace     []json.RawMessage `json:"ebpf_stack_trace"`
 		CUDAKernelTimeline []json.RawMessage `json:"cuda_kernel_timeline"`
@@ -121,14 +122,14 @@ func (a *Attribution) kernelFactors(ctx context.Context, rep *Report, start, end
 
 // ReportHeatRow is one latency band of a report's heat table.
 type ReportHeatRow struct {
-	Band        string         `json:"band"`
-	FromMs      num            `json:"from_ms"`
-	ToMs        num            `json:"to_ms"`
-	Requests    int            `json:"requests"`
-	MeanMs      num            `json:"mean_ms"`
-	StageMeanMs map[string]num `json:"stage_mean_ms"`
-	TopStage    string         `json:"top_stage"`
-	TopShare    num            `json:"top_share"`
+	Band        string                    `json:"band"`
+	FromMs      httpapi.Number            `json:"from_ms"`
+	ToMs        httpapi.Number            `json:"to_ms"`
+	Requests    int                       `json:"requests"`
+	MeanMs      httpapi.Number            `json:"mean_ms"`
+	StageMeanMs map[string]httpapi.Number `json:"stage_mean_ms"`
+	TopStage    string                    `json:"top_stage"`
+	TopShare    httpapi.Number            `json:"top_share"`
 }
 
 // RuntimeVersion is an inference runtime version seen on the window's
@@ -208,28 +209,28 @@ func runtimeName(name string, ls labels.Labels) string {
 func (a *Attribution) report(w http.ResponseWriter, r *http.Request) {
 	rep, err := a.buildReport(r)
 	if err != nil {
-		writeAttributionError(w, err)
+		httpapi.WriteErr(w, err)
 		return
 	}
 	if ok, _ := strconv.ParseBool(r.FormValue("upload")); ok {
 		if a.opts.Uploader == nil {
-			writeAttributionError(w, badData("parameter upload: this server has no report bucket configured"))
+			httpapi.WriteErr(w, httpapi.BadData("parameter upload: this server has no report bucket configured"))
 			return
 		}
 		body, err := json.Marshal(rep)
 		if err != nil {
-			writeAttributionError(w, err)
+			httpapi.WriteErr(w, err)
 			return
 		}
 		info, err := a.opts.Uploader.Upload(r.Context(), reportKey(rep), body)
 		if err != nil {
 			a.opts.Logger.Error("upload attribution report", "err", err)
-			writeError(w, http.StatusBadGateway, "unavailable", err.Error())
+			httpapi.WriteError(w, http.StatusBadGateway, httpapi.ErrUnavailable, err.Error())
 			return
 		}
 		rep.Upload = &info
 	}
-	writeAttributionData(w, rep, rep.Warnings)
+	httpapi.WriteData(w, rep, rep.Warnings...)
 }
 
 // reportKey names an uploaded report by day, window end and selector:
@@ -249,15 +250,15 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dur, err := durationParam(r, "window", 5*time.Minute)
+	dur, err := httpapi.PositiveDurationParam(r, "window", 5*time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	end, err := timeParam(r, "end", a.opts.Now().UTC(), false)
+	end, err := httpapi.TimeParam(r, "end", a.opts.Now().UTC(), false)
 	if err != nil {
 		return nil, err
 	}
-	start, err := timeParam(r, "start", end.Add(-dur), false)
+	start, err := httpapi.TimeParam(r, "start", end.Add(-dur), false)
 	if err != nil {
 		return nil, err
 	}
@@ -272,12 +273,12 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	seen := &labelSeen{runtime: map[[3]string]int{}, prompt: map[[2]string]int{}}
 	req := decomposeReq{win: win, metric: or(r.FormValue("metric"), "e2e"), p: p, method: method, heat: true, visit: seen.visit, selector: sel}
 	if method == "shapley" {
-		off, err := durationParam(r, "baseline_offset", 0)
+		off, err := httpapi.PositiveDurationParam(r, "baseline_offset", 0)
 		if err != nil {
 			return nil, err
 		}
 		if off == 0 {
-			return nil, badData("parameter baseline_offset: required for method shapley (e.g. 1d)")
+			return nil, httpapi.BadData("parameter baseline_offset: required for method shapley (e.g. 1d)")
 		}
 		req.base = win
 		req.base.Mint -= off.Milliseconds()
@@ -295,27 +296,27 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	rep.Window.Start, rep.Window.End = start.UTC().Format(time.RFC3339Nano), end.UTC().Format(time.RFC3339Nano)
 	rep.Window.Seconds = end.Sub(start).Seconds()
 	rep.Requests.Total, rep.Requests.Tail, rep.Requests.Clamped = d.requests, d.b.Count, d.clamped
-	rep.QuantileMs, rep.TargetMs, rep.ResidualMs = num(d.b.Quantile*1e3), num(d.b.Target*1e3), num(d.b.Residual*1e3)
+	rep.QuantileMs, rep.TargetMs, rep.ResidualMs = httpapi.Number(d.b.Quantile*1e3), httpapi.Number(d.b.Target*1e3), httpapi.Number(d.b.Residual*1e3)
 	rep.Stages = d.b.Stages
-	rep.P99BreakdownMs = map[string]num{}
+	rep.P99BreakdownMs = map[string]httpapi.Number{}
 	for j, st := range d.b.Stages {
-		rep.P99BreakdownMs[st] = num(d.b.Contrib[j] * 1e3)
+		rep.P99BreakdownMs[st] = httpapi.Number(d.b.Contrib[j] * 1e3)
 		if d.b.Lower != nil && !math.IsNaN(d.b.Lower[j]) {
 			if rep.BoundsMs == nil {
-				rep.BoundsMs = map[string][2]num{}
+				rep.BoundsMs = map[string][2]httpapi.Number{}
 			}
-			rep.BoundsMs[st] = [2]num{num(d.b.Lower[j] * 1e3), num(d.b.Upper[j] * 1e3)}
+			rep.BoundsMs[st] = [2]httpapi.Number{httpapi.Number(d.b.Lower[j] * 1e3), httpapi.Number(d.b.Upper[j] * 1e3)}
 		}
 	}
 	rep.HeatTable = []ReportHeatRow{}
 	if d.heat != nil {
 		for _, row := range d.heat.Rows {
 			hr := ReportHeatRow{
-				Band: row.Band.String(), FromMs: num(row.From * 1e3), ToMs: num(row.To * 1e3), Requests: row.Count,
-				MeanMs: num(row.MeanS * 1e3), StageMeanMs: map[string]num{}, TopStage: row.TopStage, TopShare: num(row.TopShare),
+				Band: row.Band.String(), FromMs: httpapi.Number(row.From * 1e3), ToMs: httpapi.Number(row.To * 1e3), Requests: row.Count,
+				MeanMs: httpapi.Number(row.MeanS * 1e3), StageMeanMs: map[string]httpapi.Number{}, TopStage: row.TopStage, TopShare: httpapi.Number(row.TopShare),
 			}
 			for j, st := range d.heat.Stages {
-				hr.StageMeanMs[st] = num(row.StageMean[j] * 1e3)
+				hr.StageMeanMs[st] = httpapi.Number(row.StageMean[j] * 1e3)
 			}
 			rep.HeatTable = append(rep.HeatTable, hr)
 		}

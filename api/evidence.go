@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/internal/inflight"
 	"github.com/tailroot/tailroot/tsdb/evidence"
 )
@@ -102,28 +103,28 @@ func (e *Evidence) push(w http.ResponseWriter, r *http.Request) {
 	// No Content-Type is refused as well: a cross-site browser POST
 	// without one needs no CORS preflight.
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Sprintf("Content-Type %q: want application/json", ct))
+		httpapi.WriteError(w, http.StatusUnsupportedMediaType, httpapi.ErrBadData, fmt.Sprintf("Content-Type %q: want application/json", ct))
 		return
 	}
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
-		writeError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Sprintf("Content-Encoding %q: send the JSON uncompressed", ce))
+		httpapi.WriteError(w, http.StatusUnsupportedMediaType, httpapi.ErrBadData, fmt.Sprintf("Content-Encoding %q: send the JSON uncompressed", ce))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "bad_data", fmt.Sprintf("evidence body over %d bytes", e.opts.MaxBodyBytes))
+			httpapi.WriteError(w, http.StatusRequestEntityTooLarge, httpapi.ErrBadData, fmt.Sprintf("evidence body over %d bytes", e.opts.MaxBodyBytes))
 			return
 		}
 		if status, ok := inflight.StatusOf(err); ok {
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", inflight.RetryAfter)
 			}
-			writeError(w, status, "bad_data", "read evidence body: "+err.Error())
+			httpapi.WriteError(w, status, httpapi.ErrBadData, "read evidence body: "+err.Error())
 			return
 		}
-		writeError(w, http.StatusBadRequest, "bad_data", "read evidence body: "+err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, "read evidence body: "+err.Error())
 		return
 	}
 	now := e.opts.Now()
@@ -134,19 +135,19 @@ func (e *Evidence) push(w http.ResponseWriter, r *http.Request) {
 	lim.MaxTime = now.Add(e.opts.MaxFuture)
 	good, bad, err := evidence.ParseBatch(body, lim)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, err.Error())
 		return
 	}
 	if err := e.store.Append(good); err != nil {
 		e.opts.Logger.Error("store evidence", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		httpapi.WriteError(w, http.StatusInternalServerError, httpapi.ErrInternal, err.Error())
 		return
 	}
 	e.count("stored", len(good))
 	e.count("rejected", len(bad))
 	data := map[string]int{"stored": len(good), "rejected": len(bad)}
 	if len(bad) == 0 {
-		writeData(w, data)
+		httpapi.WriteData(w, data)
 		return
 	}
 	msgs := make([]string, 0, min(len(bad), maxErrorsShown))
@@ -156,10 +157,8 @@ func (e *Evidence) push(w http.ResponseWriter, r *http.Request) {
 	if len(bad) > maxErrorsShown {
 		msgs = append(msgs, fmt.Sprintf("and %d more", len(bad)-maxErrorsShown))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(envelope{
-		Status: "error", ErrorType: "bad_data", Data: data,
+	httpapi.Write(w, http.StatusBadRequest, httpapi.Response{
+		Status: "error", ErrorType: httpapi.ErrBadData, Data: data,
 		Error: fmt.Sprintf("%d of %d evidence items rejected (%d stored): %s", len(bad), len(bad)+len(good), len(good), strings.Join(msgs, "; ")),
 	})
 }
@@ -177,52 +176,52 @@ func (e *Evidence) count(outcome string, n int) {
 func (e *Evidence) query(w http.ResponseWriter, r *http.Request) {
 	q, err := e.parseQuery(r)
 	if err != nil {
-		writeAttributionError(w, err)
+		httpapi.WriteErr(w, err)
 		return
 	}
 	res, err := e.store.Select(q)
 	if err != nil {
 		e.opts.Logger.Error("select evidence", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		httpapi.WriteError(w, http.StatusInternalServerError, httpapi.ErrInternal, err.Error())
 		return
 	}
 	var warnings []string
 	if res.Matched > len(res.Items) {
 		warnings = append(warnings, fmt.Sprintf("%d of %d matching evidence items returned (limit %d)", len(res.Items), res.Matched, q.Limit))
 	}
-	writeAttributionData(w, res.Items, warnings)
+	httpapi.WriteData(w, res.Items, warnings...)
 }
 
 func (e *Evidence) parseQuery(r *http.Request) (evidence.Query, error) {
-	end, err := timeParam(r, "end", e.opts.Now(), false)
+	end, err := httpapi.TimeParam(r, "end", e.opts.Now(), false)
 	if err != nil {
 		return evidence.Query{}, err
 	}
-	start, err := timeParam(r, "start", end.Add(-time.Hour), false)
+	start, err := httpapi.TimeParam(r, "start", end.Add(-time.Hour), false)
 	if err != nil {
 		return evidence.Query{}, err
 	}
 	if end.Before(start) {
-		return evidence.Query{}, badData("parameter end %s is before start %s", end.Format(time.RFC3339Nano), start.Format(time.RFC3339Nano))
+		return evidence.Query{}, httpapi.BadData("parameter end %s is before start %s", end.Format(time.RFC3339Nano), start.Format(time.RFC3339Nano))
 	}
 	q := evidence.Query{
 		Start: start, End: end, Kind: r.FormValue("kind"), Node: r.FormValue("node"),
 		Comm: r.FormValue("comm"), Probe: r.FormValue("probe"), Limit: e.opts.DefaultLimit,
 	}
 	if q.Kind != "" && q.Kind != evidence.KindStack && q.Kind != evidence.KindCUDATimeline {
-		return q, badData("parameter kind=%q: want %s or %s", q.Kind, evidence.KindStack, evidence.KindCUDATimeline)
+		return q, httpapi.BadData("parameter kind=%q: want %s or %s", q.Kind, evidence.KindStack, evidence.KindCUDATimeline)
 	}
 	if s := r.FormValue("pid"); s != "" {
 		pid, err := strconv.ParseUint(s, 10, 32)
 		if err != nil || pid == 0 {
-			return q, badData("parameter pid=%q: want a process id", s)
+			return q, httpapi.BadData("parameter pid=%q: want a process id", s)
 		}
 		q.PID = uint32(pid)
 	}
 	if s := r.FormValue("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 || n > e.opts.MaxLimit {
-			return q, badData("parameter limit=%q: want 1 to %d", s, e.opts.MaxLimit)
+			return q, httpapi.BadData("parameter limit=%q: want 1 to %d", s, e.opts.MaxLimit)
 		}
 		q.Limit = n
 	}
@@ -231,7 +230,7 @@ func (e *Evidence) parseQuery(r *http.Request) (evidence.Query, error) {
 	case "latency":
 		q.Slowest = true
 	default:
-		return q, badData("parameter order=%q: want time or latency", o)
+		return q, httpapi.BadData("parameter order=%q: want time or latency", o)
 	}
 	return q, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/query/tailfn"
 )
 
@@ -92,20 +93,20 @@ func DecodeShardRequest(body io.Reader, encoding string) (*tailfn.ShardRequest, 
 func (h *RecordsShard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeShardRequest(r.Body, r.Header.Get("Content-Encoding"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, err.Error())
 		return
 	}
 	resp, err := h.shard.Stats(r.Context(), req)
 	switch {
 	case errors.Is(err, tailfn.ErrBadShardRequest):
-		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, err.Error())
 		return
 	case errors.Is(err, tailfn.ErrSnapshotChanged):
-		writeError(w, http.StatusConflict, "execution", err.Error())
+		httpapi.WriteError(w, http.StatusConflict, httpapi.ErrExecution, err.Error())
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		httpapi.WriteError(w, http.StatusInternalServerError, httpapi.ErrInternal, err.Error())
 		return
 	}
-	writeData(w, resp)
+	httpapi.WriteData(w, resp)
 }

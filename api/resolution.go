@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/tailroot/tailroot/internal/httpapi"
 	remotequery "github.com/tailroot/tailroot/query/remote"
 )
 
@@ -19,7 +20,7 @@ func maxSourceResolution(next http.Handler) http.Handler {
 		if v != "" {
 			d, err := remotequery.ParseMaxSourceResolution(v)
 			if err != nil || d < remotequery.AutoResolution {
-				writeError(w, http.StatusBadRequest, "bad_data", "max_source_resolution must be auto or a duration such as 0s, 5m, 1h")
+				httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, "max_source_resolution must be auto or a duration such as 0s, 5m, 1h")
 				return
 			}
 			r = r.WithContext(remotequery.WithMaxSourceResolution(r.Context(), d))

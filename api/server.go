@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -32,6 +31,7 @@ import (
 	"github.com/prometheus/prometheus/util/notifications"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
+	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/query"
 	remotequery "github.com/tailroot/tailroot/query/remote"
 	"github.com/tailroot/tailroot/tsdb"
@@ -258,7 +258,7 @@ func partialResponse(next http.Handler) http.Handler {
 		if v != "" {
 			allow, err := strconv.ParseBool(v)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, "bad_data", "partial_response must be true or false, got "+strconv.Quote(v))
+				httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, "partial_response must be true or false, got "+strconv.Quote(v))
 				return
 			}
 			r = r.WithContext(remotequery.WithPartialResponse(r.Context(), allow))
@@ -303,7 +303,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	if v := r.FormValue("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_data", "limit must be a number")
+			httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, "limit must be a number")
 			return
 		}
 		limit = n
@@ -311,13 +311,13 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	if v := r.FormValue("limit_per_metric"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_data", "limit_per_metric must be a number")
+			httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, "limit_per_metric must be a number")
 			return
 		}
 		limitPer = n
 	}
 	if limit == 0 {
-		writeData(w, map[string]any{})
+		httpapi.WriteData(w, map[string]any{})
 		return
 	}
 	// Families are listed while they have series, as Prometheus lists the
@@ -327,7 +327,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	all := s.db.Metadata.Get(r.FormValue("metric"), -1, limitPer)
 	names, err := s.metricNames(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal", "list metric names: "+err.Error())
+		httpapi.WriteError(w, http.StatusInternalServerError, httpapi.ErrInternal, "list metric names: "+err.Error())
 		return
 	}
 	fams := make([]string, 0, len(all))
@@ -344,7 +344,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 		}
 		out[f] = all[f]
 	}
-	writeData(w, out)
+	httpapi.WriteData(w, out)
 }
 
 // metricNames lists every __name__ the TSDB holds.
@@ -391,31 +391,9 @@ func (s *Server) landing(w http.ResponseWriter, r *http.Request) {
 <li><a href="/metrics">tailroot's own metrics</a></li></ul>`))
 }
 
-type envelope struct {
-	Status    string `json:"status"`
-	Data      any    `json:"data,omitempty"`
-	ErrorType string `json:"errorType,omitempty"`
-	Error     string `json:"error,omitempty"`
-}
-
-// writeData and writeError write the envelope as Prometheus' API does:
-// one JSON object, no trailing newline.
-func writeData(w http.ResponseWriter, data any) {
-	w.Header().Set("Content-Type", "application/json")
-	b, err := json.Marshal(envelope{Status: "success", Data: data})
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal", "encode response: "+err.Error())
-		return
-	}
-	_, _ = w.Write(b)
-}
-
-func writeError(w http.ResponseWriter, code int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	b, _ := json.Marshal(envelope{Status: "error", ErrorType: typ, Error: msg})
-	_, _ = w.Write(b)
-}
+// writeError is the envelope writer of the handlers that have not moved
+// to httpapi by name yet.
+var writeError = httpapi.WriteError
 
 // noScrape answers the API's scrape, alerting and rule questions for a
 // server that has none of them: empty lists, not errors, so Grafana's
@@ -453,7 +431,7 @@ func dialect(next http.Handler) http.Handler {
 		case "metricsql":
 			r = r.WithContext(query.WithMetricsQL(r.Context()))
 		default:
-			writeError(w, http.StatusBadRequest, "bad_data", fmt.Sprintf("dialect %q: want promql or metricsql", d))
+			httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, fmt.Sprintf("dialect %q: want promql or metricsql", d))
 			return
 		}
 		next.ServeHTTP(w, r)

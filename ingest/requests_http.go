@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/klauspost/compress/gzip"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/internal/inflight"
 	"github.com/tailroot/tailroot/query/qlimit"
 	"github.com/tailroot/tailroot/tsdb/records"
@@ -32,24 +32,11 @@ func (p *Records) Register(r *mux.Router) {
 	r.HandleFunc("/api/v1/requests", p.ServeQuery).Methods(http.MethodGet)
 }
 
-// apiEnvelope is the Prometheus API response envelope.
-type apiEnvelope struct {
-	Status    string   `json:"status"`
-	Data      any      `json:"data,omitempty"`
-	ErrorType string   `json:"errorType,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	Warnings  []string `json:"warnings,omitempty"`
-}
-
-func writeEnvelope(w http.ResponseWriter, code int, env apiEnvelope) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(env)
-}
-
+// writeAPIError answers err with the Prometheus error envelope, telling
+// the sender of a 503 when to retry.
 func writeAPIError(w http.ResponseWriter, code int, typ string, err error) {
 	retryAfter(w, code)
-	writeEnvelope(w, code, apiEnvelope{Status: "error", ErrorType: typ, Error: err.Error()})
+	httpapi.WriteError(w, code, typ, err.Error())
 }
 
 // PushResult is the data of a POST /api/v1/requests response.
@@ -85,22 +72,22 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 		mt, _, err := mime.ParseMediaType(ct)
 		switch {
 		case ct == "":
-			writeAPIError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Errorf("%w: send application/x-ndjson", errNoContentType))
+			writeAPIError(w, http.StatusUnsupportedMediaType, httpapi.ErrBadData, fmt.Errorf("%w: send application/x-ndjson", errNoContentType))
 			return
 		case err != nil:
-			writeAPIError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Errorf("content type %q: %w", ct, err))
+			writeAPIError(w, http.StatusUnsupportedMediaType, httpapi.ErrBadData, fmt.Errorf("content type %q: %w", ct, err))
 			return
 		// text/plain is refused: a cross-site browser form or fetch may
 		// send it without a CORS preflight.
 		case mt != "application/x-ndjson" && mt != "application/jsonl" && mt != "application/json" && mt != "application/x-jsonlines":
-			writeAPIError(w, http.StatusUnsupportedMediaType, "bad_data", fmt.Errorf("content type %q is not accepted; send application/x-ndjson", mt))
+			writeAPIError(w, http.StatusUnsupportedMediaType, httpapi.ErrBadData, fmt.Errorf("content type %q is not accepted; send application/x-ndjson", mt))
 			return
 		}
 	}
 	body, status, err := readBody(r, p.opts.MaxBodyBytes, p.opts.MaxDecodedBytes, 1)
 	if err != nil {
 		p.m.rejected.WithLabelValues("requests").Inc()
-		writeAPIError(w, status, "bad_data", err)
+		writeAPIError(w, status, httpapi.ErrBadData, err)
 		return
 	}
 	lines := bytes.Count(body, []byte{'\n'}) + 1
@@ -114,7 +101,7 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if n > p.opts.MaxRecordsPerRequest {
-			writeAPIError(w, http.StatusRequestEntityTooLarge, "bad_data",
+			writeAPIError(w, http.StatusRequestEntityTooLarge, httpapi.ErrBadData,
 				fmt.Errorf("body has %d requests, over the limit of %d per push", n, p.opts.MaxRecordsPerRequest))
 			return
 		}
@@ -158,7 +145,7 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, records.ErrOutOfRetention) {
 			code = http.StatusBadRequest
 		}
-		writeAPIError(w, code, "internal", fmt.Errorf("store requests: %w", err))
+		writeAPIError(w, code, httpapi.ErrInternal, fmt.Errorf("store requests: %w", err))
 		return
 	}
 	res.Accepted = len(items)
@@ -171,14 +158,14 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 		if res.RejectedCount > len(msg) {
 			more = fmt.Sprintf("; and %d more", res.RejectedCount-len(msg))
 		}
-		writeEnvelope(w, http.StatusBadRequest, apiEnvelope{
-			Status: "error", ErrorType: "bad_data", Data: res,
+		httpapi.Write(w, http.StatusBadRequest, httpapi.Response{
+			Status: "error", ErrorType: httpapi.ErrBadData, Data: res,
 			Error: fmt.Sprintf("%d of %d requests rejected (the other %d were stored): %s%s",
 				res.RejectedCount, res.RejectedCount+res.Accepted, res.Accepted, strings.Join(msg, "; "), more),
 		})
 		return
 	}
-	writeEnvelope(w, http.StatusOK, apiEnvelope{Status: "success", Data: res})
+	httpapi.WriteData(w, res)
 }
 
 // readBody reads a pushed body within the limits, undoing gzip. status is
@@ -319,7 +306,7 @@ var selectorParser = qlimit.Parser{Parser: parser.NewParser(parser.Options{}), L
 // the limit to know.
 func (p *Records) ServeQuery(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
-		writeAPIError(w, http.StatusBadRequest, "bad_data", fmt.Errorf("parse query: %w", err))
+		writeAPIError(w, http.StatusBadRequest, httpapi.ErrBadData, fmt.Errorf("parse query: %w", err))
 		return
 	}
 	mint, maxt := int64(math.MinInt64), int64(math.MaxInt64)
@@ -328,23 +315,23 @@ func (p *Records) ServeQuery(w http.ResponseWriter, r *http.Request) {
 		dst  *int64
 	}{{"start", &mint}, {"end", &maxt}} {
 		if v := r.Form.Get(f.name); v != "" {
-			t, err := parseAPITime(v)
+			t, err := httpapi.ParseTime(v)
 			if err != nil {
-				writeAPIError(w, http.StatusBadRequest, "bad_data", fmt.Errorf("%s: %w", f.name, err))
+				writeAPIError(w, http.StatusBadRequest, httpapi.ErrBadData, fmt.Errorf("%s=%q: %w", f.name, v, err))
 				return
 			}
-			*f.dst = t
+			*f.dst = t.UnixMilli()
 		}
 	}
 	if mint > maxt {
-		writeAPIError(w, http.StatusBadRequest, "bad_data", errors.New("end is before start"))
+		writeAPIError(w, http.StatusBadRequest, httpapi.ErrBadData, errors.New("end is before start"))
 		return
 	}
 	limit := p.opts.MaxQueryRecords
 	if v := r.Form.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			writeAPIError(w, http.StatusBadRequest, "bad_data", fmt.Errorf("limit %q is not a non-negative integer", v))
+			writeAPIError(w, http.StatusBadRequest, httpapi.ErrBadData, fmt.Errorf("limit %q is not a non-negative integer", v))
 			return
 		}
 		if n > 0 {
@@ -353,7 +340,7 @@ func (p *Records) ServeQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	sets, err := selectorParser.ParseMetricSelectors(r.Form["match[]"])
 	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, "bad_data", fmt.Errorf("match[]: %w", err))
+		writeAPIError(w, http.StatusBadRequest, httpapi.ErrBadData, fmt.Errorf("match[]: %w", err))
 		return
 	}
 	var pushDown []*labels.Matcher
@@ -388,7 +375,7 @@ func (p *Records) ServeQuery(w http.ResponseWriter, r *http.Request) {
 		buf = append(buf, NewRecordJSON(&rec))
 	}
 	if err := it.Err(); err != nil {
-		writeAPIError(w, http.StatusInternalServerError, "internal", fmt.Errorf("read records: %w", err))
+		writeAPIError(w, http.StatusInternalServerError, httpapi.ErrInternal, fmt.Errorf("read records: %w", err))
 		return
 	}
 	if ndjson {
@@ -404,14 +391,14 @@ func (p *Records) ServeQuery(w http.ResponseWriter, r *http.Request) {
 		_ = bw.Flush()
 		return
 	}
-	env := apiEnvelope{Status: "success", Data: buf}
 	if buf == nil {
-		env.Data = []RecordJSON{}
+		buf = []RecordJSON{}
 	}
+	var warnings []string
 	if truncated {
-		env.Warnings = []string{fmt.Sprintf("result truncated to %d records; narrow the time range or raise limit", limit)}
+		warnings = []string{fmt.Sprintf("result truncated to %d records; narrow the time range or raise limit", limit)}
 	}
-	writeEnvelope(w, http.StatusOK, env)
+	httpapi.WriteData(w, buf, warnings...)
 }
 
 func matchesAny(ls labels.Labels, sets [][]*labels.Matcher) bool {
@@ -428,20 +415,4 @@ func matchesAny(ls labels.Labels, sets [][]*labels.Matcher) bool {
 		}
 	}
 	return false
-}
-
-// parseAPITime parses a Prometheus API time (Unix seconds, possibly
-// fractional, or RFC 3339) into Unix milliseconds.
-func parseAPITime(s string) (int64, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 9e15 {
-			return 0, fmt.Errorf("time %q out of range", s)
-		}
-		return int64(math.Round(f * 1000)), nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, fmt.Errorf("cannot parse %q as a Unix time or RFC 3339", s)
-	}
-	return t.UnixMilli(), nil
 }

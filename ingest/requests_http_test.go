@@ -12,9 +12,11 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/tailroot/tailroot/internal/httpapi"
 )
 
-func pushRequests(t *testing.T, h http.Handler, body string, hdr map[string]string) (*httptest.ResponseRecorder, apiEnvelope, PushResult) {
+func pushRequests(t *testing.T, h http.Handler, body string, hdr map[string]string) (*httptest.ResponseRecorder, httpapi.Response, PushResult) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/api/v1/requests", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/x-ndjson")
@@ -24,11 +26,11 @@ func pushRequests(t *testing.T, h http.Handler, body string, hdr map[string]stri
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	var env struct {
-		apiEnvelope
+		httpapi.Response
 		Data PushResult `json:"data"`
 	}
 	_ = json.Unmarshal(w.Body.Bytes(), &env)
-	return w, env.apiEnvelope, env.Data
+	return w, env.Response, env.Data
 }
 
 const lineB = `{"request_id":"r2","labels":{"model_name":"mistral"},"arrival":"2023-11-14T22:13:21Z",` +
@@ -122,16 +124,16 @@ func TestQueryRequests(t *testing.T) {
 		r.ServeHTTP(w, req)
 		return w
 	}
-	decode := func(w *httptest.ResponseRecorder) (apiEnvelope, []RecordJSON) {
+	decode := func(w *httptest.ResponseRecorder) (httpapi.Response, []RecordJSON) {
 		t.Helper()
 		var env struct {
-			apiEnvelope
+			httpapi.Response
 			Data []RecordJSON `json:"data"`
 		}
 		if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil {
 			t.Fatalf("%s: %v", w.Body, err)
 		}
-		return env.apiEnvelope, env.Data
+		return env.Response, env.Data
 	}
 
 	w := get(url.Values{"match[]": {`{model_name="llama"}`}})

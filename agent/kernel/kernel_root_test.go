@@ -24,17 +24,13 @@ import (
 	"github.com/tailroot/tailroot/bpf"
 	"github.com/tailroot/tailroot/bpf/blockio"
 	"github.com/tailroot/tailroot/bpf/cuda"
+	"github.com/tailroot/tailroot/internal/privtest"
 )
 
 // requireRoot skips unless the test can load BPF programs.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("loading eBPF programs needs root")
-	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		t.Skip("kernel has no BTF:", err)
-	}
+	privtest.RequireBPF(t)
 }
 
 func series(ss []collect.Series, name string, match ...string) []collect.Series {

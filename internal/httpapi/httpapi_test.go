@@ -158,4 +158,3 @@ func FuzzParseTime(f *testing.F) {
 		}
 	})
 }
-

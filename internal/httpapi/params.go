@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -22,13 +23,22 @@ var (
 	maxTimeFormatted = MaxTime.Format(time.RFC3339Nano)
 )
 
+// The errors of ParseTime and ParseDuration; they do not repeat the value,
+// which the caller names with its parameter.
+var (
+	errTimeSyntax     = errors.New("want Unix seconds or RFC 3339")
+	errTimeRange      = fmt.Errorf("out of range: want a time between %s and %s", MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	errDurationSyntax = errors.New("want seconds or a duration such as 5m")
+	errDurationRange  = errors.New("out of range: a duration holds at most about 292 years")
+)
+
 // ParseTime reads a Prometheus API time: Unix seconds (fractional, rounded
 // to the millisecond) or RFC 3339, within [MinTime, MaxTime].
 func ParseTime(s string) (time.Time, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		// NaN fails both comparisons, so it is refused with the rest.
 		if !(f >= float64(MinTime.Unix()) && f <= float64(MaxTime.Unix())) {
-			return time.Time{}, fmt.Errorf("time %q is out of range", s)
+			return time.Time{}, errTimeRange
 		}
 		sec, frac := math.Modf(f)
 		return time.Unix(int64(sec), int64(math.Round(frac*1e3))*int64(time.Millisecond)).UTC(), nil
@@ -43,7 +53,7 @@ func ParseTime(s string) (time.Time, error) {
 	case maxTimeFormatted:
 		return MaxTime, nil
 	}
-	return time.Time{}, fmt.Errorf("cannot parse %q as Unix seconds or RFC 3339", s)
+	return time.Time{}, errTimeSyntax
 }
 
 // ParseDuration reads a Prometheus API duration: seconds (fractional) or a
@@ -55,13 +65,13 @@ func ParseDuration(s string) (time.Duration, error) {
 		// float64(math.MaxInt64) is 2^63, which int64 cannot hold; NaN
 		// fails every comparison.
 		if !(ns < float64(math.MaxInt64) && ns >= float64(math.MinInt64)) {
-			return 0, fmt.Errorf("duration %q is out of range", s)
+			return 0, errDurationRange
 		}
 		return time.Duration(ns), nil
 	}
 	d, err := model.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("cannot parse %q as seconds or a duration such as 5m", s)
+		return 0, errDurationSyntax
 	}
 	return time.Duration(d), nil
 }
@@ -79,7 +89,7 @@ func TimeParam(r *http.Request, name string, def time.Time, required bool) (time
 	}
 	t, err := ParseTime(s)
 	if err != nil {
-		return time.Time{}, BadData("parameter %s: %v", name, err)
+		return time.Time{}, BadData("parameter %s=%q: %v", name, s, err)
 	}
 	return t, nil
 }
@@ -94,7 +104,7 @@ func PositiveDurationParam(r *http.Request, name string, def time.Duration) (tim
 	}
 	d, err := ParseDuration(s)
 	if err != nil {
-		return 0, BadData("parameter %s: %v", name, err)
+		return 0, BadData("parameter %s=%q: %v", name, s, err)
 	}
 	if d <= 0 {
 		return 0, BadData("parameter %s=%q: want a positive duration such as 5m", name, s)

@@ -15,23 +15,14 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/cilium/ebpf/rlimit"
+	"github.com/tailroot/tailroot/internal/privtest"
 )
 
-// RequireRoot skips t unless the test runs as root, which loading BPF
-// programs needs. CI runs these tests as root on a kernel with BTF, so there
-// they load and attach for real.
+// RequireRoot skips tb unless it may load BPF programs (see
+// privtest.RequireBPF).
 func RequireRoot(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("loading BPF programs needs root (CAP_BPF and CAP_PERFMON); run the tests as root")
-	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		tb.Skipf("kernel has no BTF (/sys/kernel/btf/vmlinux: %v); the programs are CO-RE and need it", err)
-	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		tb.Fatalf("remove memlock rlimit: %v", err)
-	}
+	privtest.RequireBPF(tb)
 }
 
 // openFDs lists this process's open descriptors with what they point to.
