@@ -13,6 +13,13 @@
 // it evaluated (a remote store that failed, a histogram warning) as well as
 // its own.
 //
+// Planned functions (Registry.RegisterPlanned) run above the engine: the
+// planner finds their calls in the parsed expression, evaluates each one
+// step by step into an overlay of series, replaces the calls in the parsed
+// tree by selectors of those series, and hands the rewritten tree (as
+// text) to the upstream engine. A registry never writes the engine's
+// global promql.FunctionCalls.
+//
 // Cost is bounded before anything runs: Options.Limits (query/qlimit) refuse
 // a query over its length, token count or nesting depth before it is
 // parsed, and a MetricsQL query whose WITH templates would expand past the

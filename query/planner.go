@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -206,16 +205,77 @@ func (e *Engine) plan(qs string) (parser.Expr, []*parser.Call, error) {
 	return expr, calls, nil
 }
 
-// rewrite returns the text of expr with each planned call replaced by a
-// selector of its overlay series, its metric name removed.
+// rewrite returns the text of expr with each planned call replaced, in the
+// parsed tree, by a selector of its overlay series with the metric name
+// removed. The tree is copied along the paths to the calls; expr itself is
+// left as parsed (it is the query's Statement).
 func rewrite(expr parser.Expr, calls []*parser.Call) string {
-	s := expr.String()
-	// Replace from the longest call text down, so a call that contains
-	// another's text is replaced whole.
+	repl := make(map[*parser.Call]parser.Expr, len(calls))
 	for i, c := range calls {
-		s = strings.Replace(s, c.String(), fmt.Sprintf(`label_replace({__name__=%q}, "__name__", "", "", "")`, plannedName(i)), 1)
+		repl[c] = overlaySelector(plannedName(i))
 	}
-	return s
+	return substitute(expr, repl).String()
+}
+
+// overlaySelector is label_replace({__name__="name"}, "__name__", "", "", ""):
+// the overlay series of one planned call, named as the call's result is
+// (without a metric name).
+func overlaySelector(name string) parser.Expr {
+	str := func(s string) parser.Expr { return &parser.StringLiteral{Val: s} }
+	return &parser.Call{
+		Func: parser.Functions["label_replace"],
+		Args: parser.Expressions{
+			&parser.VectorSelector{LabelMatchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, name)}},
+			str(model.MetricNameLabel), str(""), str(""), str(""),
+		},
+	}
+}
+
+// substitute returns e with the calls in repl replaced. Nodes on the path
+// to a replaced call are shallow copies; the rest is shared with e.
+func substitute(e parser.Expr, repl map[*parser.Call]parser.Expr) parser.Expr {
+	switch n := e.(type) {
+	case *parser.Call:
+		if r, ok := repl[n]; ok {
+			return r
+		}
+		cp := *n
+		cp.Args = make(parser.Expressions, len(n.Args))
+		for i, a := range n.Args {
+			cp.Args[i] = substitute(a, repl)
+		}
+		return &cp
+	case *parser.AggregateExpr:
+		cp := *n
+		cp.Expr = substitute(n.Expr, repl)
+		if n.Param != nil {
+			cp.Param = substitute(n.Param, repl)
+		}
+		return &cp
+	case *parser.BinaryExpr:
+		cp := *n
+		cp.LHS, cp.RHS = substitute(n.LHS, repl), substitute(n.RHS, repl)
+		return &cp
+	case *parser.ParenExpr:
+		cp := *n
+		cp.Expr = substitute(n.Expr, repl)
+		return &cp
+	case *parser.UnaryExpr:
+		cp := *n
+		cp.Expr = substitute(n.Expr, repl)
+		return &cp
+	case *parser.StepInvariantExpr:
+		cp := *n
+		cp.Expr = substitute(n.Expr, repl)
+		return &cp
+	case *parser.SubqueryExpr:
+		cp := *n
+		cp.Expr = substitute(n.Expr, repl)
+		return &cp
+	}
+	// Selectors and literals hold no calls. A planned call under a
+	// matrix selector cannot parse, and plan refuses one in a subquery.
+	return e
 }
 
 // plannedQuery evaluates planned calls step by step into an overlay, then

@@ -85,6 +85,10 @@ func TestPlannerMatchesUpstream(t *testing.T) {
 		{`planned_count(rate(x[2m])[6m:1m])`, `count_over_time(rate(x[2m])[6m:1m])`},
 		{`planned_sum_of(x, 3)`, `label_replace(sum(x) * 3, "k", "sum", "", "")`},
 		{`planned_sum_of(planned_count(x[5m]), 1)`, `label_replace(sum(count_over_time(x[5m])), "k", "sum", "", "")`},
+		// The call's text also stands, earlier, inside a string: only the
+		// call is replaced.
+		{`label_replace(vector(1), "a", "planned_count(x[5m])", "", "") + on() group_right planned_count(x[5m])`, `label_replace(vector(1), "a", "planned_count(x[5m])", "", "") + on() group_right count_over_time(x[5m])`},
+		{`planned_count(x[5m]) - planned_count(x[5m]) + planned_count(x[3m])`, `count_over_time(x[5m]) - count_over_time(x[5m]) + count_over_time(x[3m])`},
 	} {
 		t.Run(c.planned, func(t *testing.T) {
 			for _, mode := range []string{"instant", "range"} {

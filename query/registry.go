@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -14,9 +13,11 @@ import (
 // PromQL function plus tailroot's own. Functions are registered at package
 // init (before any engine is built) by the packages that implement them.
 //
-// The upstream engine looks calls up in the package-level map
-// promql.FunctionCalls, so registering writes there too; names must not
-// collide with upstream functions.
+// Every tailroot function is planned (see PlannedFunc): it is evaluated
+// above the engine, so registering never writes the upstream engine's
+// package-level promql.FunctionCalls, and two registries (two engines in
+// one process, tests in parallel) cannot see each other's functions.
+// Names must not collide with upstream functions.
 type Registry struct {
 	mu       sync.RWMutex
 	funcs    map[string]*parser.Function
@@ -26,7 +27,6 @@ type Registry struct {
 var (
 	defaultRegistry     *Registry
 	defaultRegistryOnce sync.Once
-	callsMu             sync.Mutex
 )
 
 // DefaultRegistry is the registry `tailroot serve` evaluates with.
@@ -87,33 +87,6 @@ func (r *Registry) hasPlanned(qs string) bool {
 		}
 	}
 	return false
-}
-
-// Register adds a function. It fails when the name is taken, when the
-// signature is incomplete, or when call is nil.
-func (r *Registry) Register(f *parser.Function, call promql.FunctionCall) error {
-	if f == nil || f.Name == "" {
-		return fmt.Errorf("register function: empty name")
-	}
-	if call == nil {
-		return fmt.Errorf("register function %s: nil call", f.Name)
-	}
-	if f.ReturnType != parser.ValueTypeVector && f.ReturnType != parser.ValueTypeScalar {
-		return fmt.Errorf("register function %s: return type %s is not vector or scalar", f.Name, f.ReturnType)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.funcs[f.Name]; ok {
-		return fmt.Errorf("register function %s: name already registered", f.Name)
-	}
-	callsMu.Lock()
-	defer callsMu.Unlock()
-	if existing, ok := promql.FunctionCalls[f.Name]; ok && existing != nil {
-		return fmt.Errorf("register function %s: name collides with an engine function", f.Name)
-	}
-	promql.FunctionCalls[f.Name] = call
-	r.funcs[f.Name] = f
-	return nil
 }
 
 // Functions returns a copy of the registered signatures, for parser.Options.
