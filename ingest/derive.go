@@ -3,7 +3,6 @@ package ingest
 import (
 	"encoding/hex"
 	"math"
-	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -147,25 +146,13 @@ type tailCell struct {
 	ex       exCand
 }
 
-// Token positions are bucketed by powers of two: bucket k holds the
-// 1-based output token positions (2^(k−1), 2^k], bucket 0 position 1 (the
-// first token, whose latency is the TTFT), the last bucket everything past
-// 2^(numPositionBuckets−2).
-const numPositionBuckets = 14
-
-func positionBucket(p int) int {
-	if p <= 1 {
-		return 0
-	}
-	k := bits.Len64(uint64(p - 1)) // ⌈log₂ p⌉
-	return min(k, numPositionBuckets-1)
-}
+// Token positions are bucketed as attribution.TokenPositionBucket says
+// (powers of two, (2^(k−1), 2^k]); the label is the bucket's inclusive
+// upper bound.
+const numPositionBuckets = attribution.NumTokenPositionBuckets
 
 func positionBound(k int) string {
-	if k >= numPositionBuckets-1 {
-		return "+Inf"
-	}
-	return strconv.Itoa(1 << k)
+	return strconv.FormatFloat(attribution.TokenPositionBound(k), 'f', -1, 64)
 }
 
 const (
@@ -328,7 +315,7 @@ func (d *deriver) addAt(it *Item, st *labelState, w *slotWriter) {
 	for k, g := range gaps {
 		// Gap k separates tokens k+1 and k+2 (1-based): it is token k+2's
 		// latency.
-		obs(st.token(tokenITL, positionBucket(k+2)), SeriesTokenLatency, g, false)
+		obs(st.token(tokenITL, attribution.TokenPositionBucket(k+2)), SeriesTokenLatency, g, false)
 	}
 	if it.HasEntropy {
 		obs(&st.Entropy, SeriesPromptEntropy, r.PromptEntropy, false)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -203,7 +204,7 @@ func TestPositionBucket(t *testing.T) {
 		p    int
 		want string
 	}{{1, "1"}, {2, "2"}, {3, "4"}, {4, "4"}, {5, "8"}, {4096, "4096"}, {4097, "+Inf"}, {1 << 20, "+Inf"}} {
-		if got := positionBound(positionBucket(c.p)); got != c.want {
+		if got := positionBound(attribution.TokenPositionBucket(c.p)); got != c.want {
 			t.Errorf("position %d in bucket %s, want %s", c.p, got, c.want)
 		}
 	}

@@ -125,35 +125,64 @@ func tailMeanFromAccumulators(ctx context.Context, c *query.Call, _ RecordSource
 	if err != nil {
 		return nil, nil, err
 	}
+	groups, annos, err := TailMeanFromAccumulators(sums, counts, p)
+	if err != nil {
+		return nil, annos, err
+	}
+	o := newRows(c)
+	for _, g := range groups {
+		o.base = g.Labels
+		emitBreakdown(o, g.Breakdown, accKinds, sel, g.Requests)
+	}
+	return o.vec, annos, nil
+}
+
+// GroupBreakdown is the breakdown of one output group of a function over
+// series: the input labels other than those the function consumes.
+type GroupBreakdown struct {
+	Labels    labels.Labels
+	Breakdown attribution.Breakdown
+	// Requests is the number of requests the group's counts hold (not an
+	// integer when the counts come from increase()).
+	Requests float64
+}
+
+// TailMeanFromAccumulators is tail_mean_from_accumulators over evaluated
+// vectors: sums holds the stage sums (labels stage and e2e_bucket), counts
+// the request counts (label e2e_bucket); a group is the labels besides
+// those. A group whose sums have no counts, or whose accumulators hold no
+// requests, is left out with a warning; a malformed series is an error.
+// The PromQL function and the attribution endpoints both call it.
+func TailMeanFromAccumulators(sums, counts promql.Vector, p float64) ([]GroupBreakdown, annotations.Annotations, error) {
+	const fn = "tail_mean_from_accumulators"
 	countGroups := map[string]*group{}
 	for _, g := range groupBy(counts, LabelE2EBucket) {
 		countGroups[g.labels.String()] = g
 	}
 	var annos annotations.Annotations
-	o := newRows(c)
+	var out []GroupBreakdown
 	for _, g := range groupBy(sums, LabelStage, LabelE2EBucket) {
 		cg := countGroups[g.labels.String()]
 		if cg == nil {
-			annos.Add(fmt.Errorf("%w: %s: stage sums %s have no counts with the same labels", annotations.PromQLWarning, c.Func.Name, g.labels))
+			annos.Add(fmt.Errorf("%w: %s: stage sums %s have no counts with the same labels", annotations.PromQLWarning, fn, g.labels))
 			continue
 		}
 		acc, err := buildAccumulators(g, cg)
 		if err != nil {
-			return nil, annos, fmt.Errorf("%s: %w", c.Func.Name, err)
+			return nil, annos, fmt.Errorf("%s: %w", fn, err)
 		}
 		b, err := attribution.TailMeanAccumulators(acc, p)
 		if err != nil {
-			annos.Add(fmt.Errorf("%w: %s: %s: %v", annotations.PromQLWarning, c.Func.Name, g.labels, err))
+			annos.Add(fmt.Errorf("%w: %s: %s: %v", annotations.PromQLWarning, fn, g.labels, err))
 			continue
 		}
 		n := 0.0
 		for _, v := range acc.Count {
 			n += v
 		}
-		o.base = g.labels
-		emitBreakdown(o, b, accKinds, sel, n)
+		out = append(out, GroupBreakdown{Labels: g.labels, Breakdown: b, Requests: n})
 	}
-	return o.vec, annos, nil
+	return out, annos, nil
 }
 
 // buildAccumulators turns the sums and counts of one group into
@@ -204,61 +233,87 @@ func buildAccumulators(sums, counts *group) (*attribution.Accumulators, error) {
 	return acc, nil
 }
 
-// stageHists is the per-stage histograms of one group, in stageOrder.
-type stageHists struct {
-	labels labels.Labels
-	stages []string
-	hists  []attribution.Histogram
+// StageHistograms is the per-stage histograms of one group, in canonical
+// stage order (see StageHistogramGroups).
+type StageHistograms struct {
+	Labels labels.Labels
+	Stages []string
+	Hists  []attribution.Histogram
 }
 
 // histogramArgs evaluates the histogram argument at i and, when present,
 // the sums argument at i+1, and groups them.
-func histogramArgs(ctx context.Context, c *query.Call, i int, annos *annotations.Annotations) ([]stageHists, error) {
+func histogramArgs(ctx context.Context, c *query.Call, i int, annos *annotations.Annotations) ([]StageHistograms, error) {
 	v, err := c.Vector(ctx, i)
 	if err != nil {
 		return nil, err
 	}
-	sums := map[string]float64{}
+	var sv promql.Vector
 	if i+1 < len(c.Args) {
-		sv, err := c.Vector(ctx, i+1)
-		if err != nil {
+		if sv, err = c.Vector(ctx, i+1); err != nil {
 			return nil, err
 		}
-		for _, s := range sv {
-			if s.H != nil {
-				return nil, argError(c, i+1, "sums", fmt.Errorf("%s is a histogram, want float sums", s.Metric))
-			}
-			sums[labels.NewBuilder(s.Metric).Del(model.MetricNameLabel).Labels().String()] = s.F
-		}
 	}
-	var out []stageHists
+	groups, sumsBad, err := stageHistogramGroups(v, sv, annos, c.Func.Name)
+	switch {
+	case err != nil && sumsBad:
+		return nil, argError(c, i+1, "sums", err)
+	case err != nil:
+		return nil, argError(c, i, "histograms", err)
+	}
+	return groups, nil
+}
+
+// StageHistogramGroups converts an evaluated vector of stage histograms
+// (label stage; native histograms, or classic buckets with label le) to
+// the attribution model, one group per labels besides stage and le. sums
+// (may be empty) gives the sum of a classic-bucket stage, with the same
+// labels. The histogram functions and the attribution endpoints both call
+// it.
+func StageHistogramGroups(v, sums promql.Vector) ([]StageHistograms, annotations.Annotations, error) {
+	var annos annotations.Annotations
+	groups, _, err := stageHistogramGroups(v, sums, &annos, "stage histograms")
+	return groups, annos, err
+}
+
+// stageHistogramGroups is StageHistogramGroups; sumsBad says the error is
+// in sums.
+func stageHistogramGroups(v, sv promql.Vector, annos *annotations.Annotations, fn string) (_ []StageHistograms, sumsBad bool, _ error) {
+	sums := map[string]float64{}
+	for _, s := range sv {
+		if s.H != nil {
+			return nil, true, fmt.Errorf("%s is a histogram, want float sums", s.Metric)
+		}
+		sums[labels.NewBuilder(s.Metric).Del(model.MetricNameLabel).Labels().String()] = s.F
+	}
+	var out []StageHistograms
 	for _, g := range groupBy(v, LabelStage, "le") {
 		byStage := map[string][]promql.Sample{}
 		var names []string
 		for _, s := range g.items {
 			st := s.Metric.Get(LabelStage)
 			if st == "" {
-				return nil, argError(c, i, "histograms", fmt.Errorf("%s has no %s label: add one, e.g. with label_replace", s.Metric, LabelStage))
+				return nil, false, fmt.Errorf("%s has no %s label: add one, e.g. with label_replace", s.Metric, LabelStage)
 			}
 			byStage[st] = append(byStage[st], s)
 			names = append(names, st)
 		}
-		sh := stageHists{labels: g.labels, stages: stageOrder(names)}
-		for _, st := range sh.stages {
+		sh := StageHistograms{Labels: g.labels, Stages: stageOrder(names)}
+		for _, st := range sh.Stages {
 			sumKey := labels.NewBuilder(g.labels).Set(LabelStage, st).Labels().String()
 			sum, ok := sums[sumKey]
 			if !ok {
 				sum = math.NaN()
 			}
-			h, err := stageHistogram(byStage[st], sum, annos, c.Func.Name)
+			h, err := stageHistogram(byStage[st], sum, annos, fn)
 			if err != nil {
-				return nil, argError(c, i, "histograms", fmt.Errorf("stage %q of %s: %w", st, g.labels, err))
+				return nil, false, fmt.Errorf("stage %q of %s: %w", st, g.labels, err)
 			}
-			sh.hists = append(sh.hists, h)
+			sh.Hists = append(sh.Hists, h)
 		}
 		out = append(out, sh)
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // stageHistogram converts one stage's samples, a native histogram or
@@ -345,7 +400,7 @@ func NativeHistogram(h *histogram.FloatHistogram) (attribution.Histogram, error)
 }
 
 // histogramFn runs compute on each group's histograms.
-func histogramFn(ctx context.Context, c *query.Call, withP bool, compute func(o *rows, sh stageHists, p float64) error) (promql.Vector, annotations.Annotations, error) {
+func histogramFn(ctx context.Context, c *query.Call, withP bool, compute func(o *rows, sh StageHistograms, p float64) error) (promql.Vector, annotations.Annotations, error) {
 	p, i := math.NaN(), 0
 	if withP {
 		var err error
@@ -361,9 +416,9 @@ func histogramFn(ctx context.Context, c *query.Call, withP bool, compute func(o 
 	}
 	o := newRows(c)
 	for _, sh := range groups {
-		o.base = sh.labels
+		o.base = sh.Labels
 		if err := compute(o, sh, p); err != nil {
-			annos.Add(fmt.Errorf("%w: %s: %s: %v", annotations.PromQLWarning, c.Func.Name, sh.labels, err))
+			annos.Add(fmt.Errorf("%w: %s: %s: %v", annotations.PromQLWarning, c.Func.Name, sh.Labels, err))
 		}
 	}
 	return o.vec, annos, nil
@@ -371,14 +426,14 @@ func histogramFn(ctx context.Context, c *query.Call, withP bool, compute func(o 
 
 // histogramStageMeans implements histogram_stage_means(histograms [, sums]).
 func histogramStageMeans(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
-	return histogramFn(ctx, c, false, func(o *rows, sh stageHists, _ float64) error {
-		b, err := attribution.HistogramMeans(sh.stages, sh.hists)
+	return histogramFn(ctx, c, false, func(o *rows, sh StageHistograms, _ float64) error {
+		b, err := attribution.HistogramMeans(sh.Stages, sh.Hists)
 		if err != nil {
 			return err
 		}
-		for j, st := range sh.stages {
+		for j, st := range sh.Stages {
 			k := attribution.KindExact
-			if math.IsNaN(sh.hists[j].Sum) {
+			if math.IsNaN(sh.Hists[j].Sum) {
 				k = attribution.KindEstimate
 			}
 			o.stat(b.Contrib[j], st, b.Method.String(), k, "mean")
@@ -390,12 +445,12 @@ func histogramStageMeans(ctx context.Context, c *query.Call, _ RecordSource) (pr
 // histogramComonotonicBound implements
 // histogram_comonotonic_bound(p, histograms [, sums]).
 func histogramComonotonicBound(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
-	return histogramFn(ctx, c, true, func(o *rows, sh stageHists, p float64) error {
-		e, err := attribution.ComonotonicBound(sh.stages, sh.hists, p)
+	return histogramFn(ctx, c, true, func(o *rows, sh StageHistograms, p float64) error {
+		e, err := attribution.ComonotonicBound(sh.Stages, sh.Hists, p)
 		if err != nil {
 			return err
 		}
-		for j, st := range sh.stages {
+		for j, st := range sh.Stages {
 			o.stat(e.PerStage[j], st, e.Method.String(), e.Kind, "upper")
 		}
 		return nil
@@ -405,12 +460,12 @@ func histogramComonotonicBound(ctx context.Context, c *query.Call, _ RecordSourc
 // histogramComonotonicQuantile implements
 // histogram_comonotonic_quantile(p, histograms).
 func histogramComonotonicQuantile(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
-	return histogramFn(ctx, c, true, func(o *rows, sh stageHists, p float64) error {
-		e, err := attribution.ComonotonicQuantile(sh.stages, sh.hists, p)
+	return histogramFn(ctx, c, true, func(o *rows, sh StageHistograms, p float64) error {
+		e, err := attribution.ComonotonicQuantile(sh.Stages, sh.Hists, p)
 		if err != nil {
 			return err
 		}
-		for j, st := range sh.stages {
+		for j, st := range sh.Stages {
 			o.stat(e.PerStage[j], st, e.Method.String(), e.Kind, "quantile")
 		}
 		return nil
@@ -420,8 +475,8 @@ func histogramComonotonicQuantile(ctx context.Context, c *query.Call, _ RecordSo
 // histogramIndependenceQuantile implements
 // histogram_independence_quantile(p, histograms).
 func histogramIndependenceQuantile(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
-	return histogramFn(ctx, c, true, func(o *rows, sh stageHists, p float64) error {
-		e, err := attribution.IndependenceEstimate(sh.stages, sh.hists, p, attribution.ConvolutionOptions{})
+	return histogramFn(ctx, c, true, func(o *rows, sh StageHistograms, p float64) error {
+		e, err := attribution.IndependenceEstimate(sh.Stages, sh.Hists, p, attribution.ConvolutionOptions{})
 		if err != nil {
 			return err
 		}
