@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -9,11 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
-
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/internal/httpapi"
@@ -21,210 +18,22 @@ import (
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
-// decomposeReq is one decomposition to compute.
-type decomposeReq struct {
-	win      tailfn.Window
-	base     tailfn.Window // shapley only
-	metric   string        // e2e or ttft
-	p        float64
-	method   string // auto, tail_mean, euler, excess, shapley
-	heat     bool
-	visit    func(*records.Record)
-	selector string
-}
-
-// decomposition is a breakdown with what the handlers show around it.
-type decomposition struct {
-	b        attribution.Breakdown
-	requests int // requests in the window (summed counts for accumulators)
-	heat     *attribution.Heat
-	clamped  int
-	warnings []string
-}
-
-var decomposeMethods = []string{"auto", "tail_mean", "euler", "excess", "shapley"}
-
-// decompose computes req from records, or for method auto on e2e without
-// records, from the series (fromSeries: tail accumulators, then stage
-// histograms).
-func (a *Attribution) decompose(ctx context.Context, req decomposeReq) (decomposition, error) {
-	if !slices.Contains(decomposeMethods, req.method) {
-		return decomposition{}, httpapi.BadData("parameter method=%q: want one of %s", req.method, strings.Join(decomposeMethods, ", "))
+// decompose checks the request's method and metric (parameters), runs
+// tailfn.Decompose, and gives its errors their HTTP status: no requests
+// and a statistic that cannot answer are 422, a failure to load or
+// evaluate is 500.
+func (a *Attribution) decompose(ctx context.Context, req tailfn.DecomposeRequest) (tailfn.Decomposition, error) {
+	if !slices.Contains(tailfn.DecomposeMethods, req.Method) {
+		return tailfn.Decomposition{}, httpapi.BadData("parameter method=%q: want one of %s", req.Method, strings.Join(tailfn.DecomposeMethods, ", "))
 	}
-	if req.metric != "e2e" && req.metric != "ttft" {
-		return decomposition{}, httpapi.BadData("parameter metric=%q: want e2e or ttft", req.metric)
+	if req.Metric != "e2e" && req.Metric != "ttft" {
+		return tailfn.Decomposition{}, httpapi.BadData("parameter metric=%q: want e2e or ttft", req.Metric)
 	}
-	var d decomposition
-	reqs, clamped, err := a.requests(ctx, req.win, req.metric, req.visit, &d.warnings)
-	if err != nil {
-		return d, err
-	}
-	d.clamped = clamped
-	if reqs.Len() == 0 {
-		if req.method == "auto" && req.metric == "e2e" {
-			return a.fromSeries(ctx, req)
-		}
-		return d, errNoRequests
-	}
-	d.requests = reqs.Len()
-	switch req.method {
-	case "auto", "tail_mean":
-		d.b, err = attribution.TailMean(reqs, req.p)
-	case "euler":
-		d.b, err = attribution.Euler(reqs, req.p, attribution.EulerOptions{})
-	case "excess":
-		d.b, err = attribution.Excess(reqs, req.p)
-	case "shapley":
-		base, _, berr := a.requests(ctx, req.base, req.metric, nil, &d.warnings)
-		if berr != nil {
-			return d, berr
-		}
-		if base.Len() == 0 {
-			return d, httpapi.Unprocessable(fmt.Errorf("no requests in baseline window"))
-		}
-		var res attribution.ShapleyResult
-		res, err = attribution.Shapley(reqs, base, req.p)
-		d.b = res.Breakdown
-	}
-	if err != nil {
+	d, err := tailfn.Decompose(ctx, a.src, a.fallback, req)
+	if errors.Is(err, tailfn.ErrNoRequests) || errors.Is(err, tailfn.ErrUnanswerable) {
 		return d, httpapi.Unprocessable(err)
 	}
-	if req.heat {
-		h, err := attribution.HeatTable(reqs, nil)
-		if err != nil {
-			return d, httpapi.Unprocessable(err)
-		}
-		d.heat = &h
-	}
-	return d, nil
-}
-
-// requests loads the window's records as end-to-end or TTFT stages.
-func (a *Attribution) requests(ctx context.Context, w tailfn.Window, metric string, visit func(*records.Record), warnings *[]string) (attribution.Requests, int, error) {
-	if a.src == nil {
-		return attribution.Requests{}, 0, nil
-	}
-	pop, err := tailfn.Load(ctx, a.src, w, visit)
-	if err != nil {
-		return attribution.Requests{}, 0, err
-	}
-	if pop.Clamped > 0 {
-		*warnings = append(*warnings, fmt.Sprintf("%d requests had overlapping stages (negative other, down to -%gs); other was set to 0", pop.Clamped, pop.ClampedMax))
-	}
-	if metric == "e2e" {
-		return pop.Requests, pop.Clamped, nil
-	}
-	reqs, skipped, err := pop.TTFTRequests()
-	if err != nil {
-		return attribution.Requests{}, 0, err
-	}
-	if skipped > 0 {
-		*warnings = append(*warnings, fmt.Sprintf("%d requests without a TTFT, or with queue+tokenize+prefill above it, were left out", skipped))
-	}
-	return reqs, pop.Clamped, nil
-}
-
-// fromAccumulators evaluates tail_mean_from_accumulators over the
-// accumulator series of the window through the engine.
-func (a *Attribution) fromAccumulators(ctx context.Context, req decomposeReq) (decomposition, error) {
-	sel := func(name string) string {
-		vs := &parser.VectorSelector{Name: name, LabelMatchers: append([]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, name)}, req.win.Matchers...)}
-		return vs.String()
-	}
-	rng := fmt.Sprintf("%dms", req.win.Maxt-req.win.Mint+1)
-	// anchored: the difference of the counters at the window's ends,
-	// without extrapolation, which is exact over the derived series (their
-	// zero and previous-value samples, docs/stages.md).
-	qs := fmt.Sprintf(`tail_mean_from_accumulators(%v, sum by (stage, e2e_bucket) (increase(%s[%s] anchored)), sum by (e2e_bucket) (increase(%s[%s] anchored)), "all")`,
-		req.p, sel(a.opts.AccumulatorSums), rng, sel(a.opts.AccumulatorCounts), rng)
-	q, err := a.engine.NewInstantQuery(ctx, a.q, nil, qs, time.UnixMilli(req.win.Maxt))
-	if err != nil {
-		// Without the functions registered there is no fallback.
-		return decomposition{}, errNoRequests
-	}
-	defer q.Close()
-	res := q.Exec(ctx)
-	if res.Err != nil {
-		return decomposition{}, res.Err
-	}
-	vec, _ := res.Value.(promql.Vector)
-	b, n, ok := breakdownFromRows(vec)
-	if !ok {
-		return decomposition{}, errNoRequests
-	}
-	d := decomposition{b: b, requests: int(math.Round(n))}
-	d.warnings = append(d.warnings, "no request records in the window: the breakdown is estimated from tail accumulators (bounds per stage)")
-	return d, nil
-}
-
-// breakdownFromRows rebuilds a breakdown from the "all" rows of
-// tail_mean_from_accumulators (one group).
-func breakdownFromRows(vec promql.Vector) (attribution.Breakdown, float64, bool) {
-	b := attribution.Breakdown{Method: attribution.MethodTailMeanAccumulators, Kind: attribution.KindEstimate}
-	idx := map[string]int{}
-	var n float64
-	for _, s := range vec {
-		st, stat := s.Metric.Get(tailfn.LabelStage), s.Metric.Get(tailfn.LabelStatistic)
-		if st == tailfn.StageE2E {
-			switch stat {
-			case "target":
-				b.Target = s.F
-			case "quantile":
-				b.Quantile = s.F
-			case "count":
-				b.Count = s.F
-			case "requests":
-				n = s.F
-			case "lower":
-				b.TargetLower = s.F
-			case "upper":
-				b.TargetUpper = s.F
-			}
-			continue
-		}
-		j, ok := idx[st]
-		if !ok {
-			j = len(b.Stages)
-			idx[st] = j
-			b.Stages = append(b.Stages, st)
-			b.Contrib = append(b.Contrib, math.NaN())
-			b.Lower = append(b.Lower, math.NaN())
-			b.Upper = append(b.Upper, math.NaN())
-		}
-		switch stat {
-		case "contribution":
-			b.Contrib[j] = s.F
-		case "lower":
-			b.Lower[j] = s.F
-		case "upper":
-			b.Upper[j] = s.F
-		}
-	}
-	// Canonical stage order, as records give it.
-	order := make([]int, len(b.Stages))
-	for i := range order {
-		order[i] = i
-	}
-	rank := func(s string) int {
-		if i := slices.Index(tailfn.StageNames, s); i >= 0 {
-			return i
-		}
-		return len(tailfn.StageNames)
-	}
-	slices.SortStableFunc(order, func(x, y int) int { return rank(b.Stages[x]) - rank(b.Stages[y]) })
-	permute := func(v []float64) []float64 {
-		out := make([]float64, len(v))
-		for i, o := range order {
-			out[i] = v[o]
-		}
-		return out
-	}
-	stages := make([]string, len(order))
-	for i, o := range order {
-		stages[i] = b.Stages[o]
-	}
-	b.Stages, b.Contrib, b.Lower, b.Upper = stages, permute(b.Contrib), permute(b.Lower), permute(b.Upper)
-	return b, n, len(b.Stages) > 0 && n > 0
+	return d, err
 }
 
 // breakdownStage is one stage of a breakdown response.
@@ -313,54 +122,6 @@ func heatOf(h *attribution.Heat) *heatData {
 	return out
 }
 
-// Token heat map edges: output position (token index of the gap's later
-// token) and inter-token latency in seconds.
-var (
-	tokenPositionEdges = []float64{0, 1, 2, 4, 8, 16, 32, 64}
-	tokenLatencyEdges  = []float64{0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 10}
-)
-
-// tokenCounter counts inter-token gaps by position and latency from the
-// records that kept their gaps (records.MaxITLValues or fewer tokens).
-type tokenCounter struct {
-	counts           [][]float64
-	summaryOnly, out int
-}
-
-func newTokenCounter() *tokenCounter {
-	c := &tokenCounter{counts: make([][]float64, len(tokenPositionEdges)-1)}
-	for i := range c.counts {
-		c.counts[i] = make([]float64, len(tokenLatencyEdges)-1)
-	}
-	return c
-}
-
-func (c *tokenCounter) add(r *records.Record) {
-	if r.ITL.Count > 0 && r.ITL.Values == nil {
-		c.summaryOnly++
-		return
-	}
-	for k, v := range r.ITL.Values {
-		i := bucketOf(tokenPositionEdges, float64(k+1))
-		j := bucketOf(tokenLatencyEdges, v)
-		if i < 0 || j < 0 {
-			c.out++
-			continue
-		}
-		c.counts[i][j]++
-	}
-}
-
-// bucketOf returns i with edges[i] ≤ v < edges[i+1], or −1.
-func bucketOf(edges []float64, v float64) int {
-	for i := 0; i+1 < len(edges); i++ {
-		if v >= edges[i] && v < edges[i+1] {
-			return i
-		}
-	}
-	return -1
-}
-
 // breakdown serves GET /api/v1/attribution/breakdown (grafana-plugin/CONTRACT.md).
 func (a *Attribution) breakdown(w http.ResponseWriter, r *http.Request) {
 	data, warnings, err := a.breakdownData(r)
@@ -372,7 +133,7 @@ func (a *Attribution) breakdown(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, error) {
-	ms, sel, err := a.selectorParam(r, "selector", false)
+	ms, _, err := a.selectorParam(r, "selector", false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -392,8 +153,8 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	req := decomposeReq{win: win, metric: or(r.FormValue("metric"), "e2e"), p: p, method: or(r.FormValue("method"), "auto"), selector: sel}
-	if req.method == "shapley" {
+	req := tailfn.DecomposeRequest{Window: win, Metric: or(r.FormValue("metric"), "e2e"), P: p, Method: or(r.FormValue("method"), "auto")}
+	if req.Method == "shapley" {
 		bs, err := httpapi.TimeParam(r, "baseline_start", time.Time{}, true)
 		if err != nil {
 			return nil, nil, err
@@ -402,19 +163,19 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 		if err != nil {
 			return nil, nil, err
 		}
-		if req.base, err = window(ms, bs, be); err != nil {
+		if req.Baseline, err = window(ms, bs, be); err != nil {
 			return nil, nil, err
 		}
 	}
 	view := or(r.FormValue("view"), "stages")
-	var tokens *tokenCounter
+	var tokens *tailfn.TokenHeat
 	switch view {
 	case "stages":
 	case "heat":
-		req.heat = true
+		req.Heat = true
 	case "tokens":
-		tokens = newTokenCounter()
-		req.visit = tokens.add
+		tokens = tailfn.NewTokenHeat()
+		req.Visit = tokens.Visit
 	default:
 		return nil, nil, httpapi.BadData("parameter view=%q: want stages, heat or tokens", view)
 	}
@@ -423,21 +184,21 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 		return nil, nil, err
 	}
 	out := &breakdownData{
-		Method: d.b.Method.String(), Kind: d.b.Kind.String(), Metric: req.metric, Quantile: p,
-		QuantileSeconds: httpapi.Number(d.b.Quantile), TargetSeconds: httpapi.Number(d.b.Target), ResidualSeconds: httpapi.Number(d.b.Residual),
-		Window: windowSeconds{unixSeconds(start), unixSeconds(end)}, Requests: d.requests,
-		Stages: stagesOf(d.b), Heat: heatOf(d.heat),
+		Method: d.Breakdown.Method.String(), Kind: d.Breakdown.Kind.String(), Metric: req.Metric, Quantile: p,
+		QuantileSeconds: httpapi.Number(d.Breakdown.Quantile), TargetSeconds: httpapi.Number(d.Breakdown.Target), ResidualSeconds: httpapi.Number(d.Breakdown.Residual),
+		Window: windowSeconds{unixSeconds(start), unixSeconds(end)}, Requests: d.Requests,
+		Stages: stagesOf(d.Breakdown), Heat: heatOf(d.Heat),
 	}
 	if tokens != nil {
-		out.Tokens = &tokensData{PositionEdges: tokenPositionEdges, LatencyEdges: tokenLatencyEdges, Counts: tokens.counts}
-		if tokens.summaryOnly > 0 {
-			d.warnings = append(d.warnings, fmt.Sprintf("%d requests kept only an inter-token latency summary (more than %d tokens) and are not in the token heat map", tokens.summaryOnly, records.MaxITLValues))
+		out.Tokens = &tokensData{PositionEdges: tokens.PositionEdges, LatencyEdges: tailfn.TokenLatencyEdges, Counts: tokens.Counts}
+		if tokens.SummaryOnly > 0 {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("%d requests kept only an inter-token latency summary (more than %d tokens) and are not in the token heat map", tokens.SummaryOnly, records.MaxITLValues))
 		}
-		if tokens.out > 0 {
-			d.warnings = append(d.warnings, fmt.Sprintf("%d inter-token gaps fell outside the heat map's edges", tokens.out))
+		if tokens.Outside > 0 {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("%d inter-token gaps fell outside the heat map's edges", tokens.Outside))
 		}
 	}
-	return out, d.warnings, nil
+	return out, d.Warnings, nil
 }
 
 type abData struct {

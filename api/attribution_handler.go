@@ -23,6 +23,9 @@ import (
 const (
 	DefaultAccumulatorSums   = "tailroot_tail_stage_seconds_sum"
 	DefaultAccumulatorCounts = "tailroot_tail_requests_total"
+	// DefaultStageHistograms is the native histogram of stage seconds,
+	// label stage, that the last step of the fallback reads.
+	DefaultStageHistograms = "tailroot_request_stage_seconds"
 )
 
 // AttributionOptions configures the attribution endpoints. Zero values mean
@@ -50,15 +53,17 @@ type AttributionOptions struct {
 // records (src) and, when a window has none, from tail accumulators stored
 // as series (evaluated by engine over q).
 type Attribution struct {
-	engine *query.Engine
-	q      storage.Queryable
-	src    tailfn.RecordSource
-	opts   AttributionOptions
+	engine   *query.Engine
+	q        storage.Queryable
+	src      tailfn.RecordSource
+	fallback tailfn.SeriesFallback
+	opts     AttributionOptions
 }
 
-// NewAttribution builds the attribution handlers. The engine should have
-// the tailfn functions registered (tailfn.Register on its registry) for the
-// accumulator fallback; without them only records are used.
+// NewAttribution builds the attribution handlers. The engine evaluates the
+// series fallback (increase() of the accumulators and stage histograms;
+// tailfn's functions need not be registered); a nil engine has none, and
+// only records are used.
 func NewAttribution(engine *query.Engine, q storage.Queryable, src tailfn.RecordSource, opts AttributionOptions) *Attribution {
 	if opts.KernelVersion == nil {
 		opts.KernelVersion = kernelRelease
@@ -75,7 +80,14 @@ func NewAttribution(engine *query.Engine, q storage.Queryable, src tailfn.Record
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Attribution{engine: engine, q: q, src: src, opts: opts}
+	a := &Attribution{engine: engine, q: q, src: src, opts: opts}
+	if engine != nil {
+		a.fallback = tailfn.SeriesFallback{
+			Engine: engine, Queryable: q,
+			AccumulatorSums: opts.AccumulatorSums, AccumulatorCounts: opts.AccumulatorCounts, StageHistograms: DefaultStageHistograms,
+		}
+	}
+	return a
 }
 
 // Register mounts the endpoints on r (GET, and POST with a form body, as

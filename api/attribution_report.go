@@ -271,7 +271,7 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 		method = "tail_mean"
 	}
 	seen := &labelSeen{runtime: map[[3]string]int{}, prompt: map[[2]string]int{}}
-	req := decomposeReq{win: win, metric: or(r.FormValue("metric"), "e2e"), p: p, method: method, heat: true, visit: seen.visit, selector: sel}
+	req := tailfn.DecomposeRequest{Window: win, Metric: or(r.FormValue("metric"), "e2e"), P: p, Method: method, Heat: true, Visit: seen.visit}
 	if method == "shapley" {
 		off, err := httpapi.PositiveDurationParam(r, "baseline_offset", 0)
 		if err != nil {
@@ -280,9 +280,9 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 		if off == 0 {
 			return nil, httpapi.BadData("parameter baseline_offset: required for method shapley (e.g. 1d)")
 		}
-		req.base = win
-		req.base.Mint -= off.Milliseconds()
-		req.base.Maxt -= off.Milliseconds()
+		req.Baseline = win
+		req.Baseline.Mint -= off.Milliseconds()
+		req.Baseline.Maxt -= off.Milliseconds()
 	}
 	d, err := a.decompose(r.Context(), req)
 	if err != nil {
@@ -291,31 +291,31 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 
 	rep := &Report{
 		SchemaVersion: ReportSchemaVersion, GeneratedAt: a.opts.Now().UTC().Format(time.RFC3339Nano), Selector: sel,
-		Metric: req.metric, Quantile: p, Method: d.b.Method.String(), Kind: d.b.Kind.String(), Target: targetNames[d.b.Method],
+		Metric: req.Metric, Quantile: p, Method: d.Breakdown.Method.String(), Kind: d.Breakdown.Kind.String(), Target: targetNames[d.Breakdown.Method],
 	}
 	rep.Window.Start, rep.Window.End = start.UTC().Format(time.RFC3339Nano), end.UTC().Format(time.RFC3339Nano)
 	rep.Window.Seconds = end.Sub(start).Seconds()
-	rep.Requests.Total, rep.Requests.Tail, rep.Requests.Clamped = d.requests, d.b.Count, d.clamped
-	rep.QuantileMs, rep.TargetMs, rep.ResidualMs = httpapi.Number(d.b.Quantile*1e3), httpapi.Number(d.b.Target*1e3), httpapi.Number(d.b.Residual*1e3)
-	rep.Stages = d.b.Stages
+	rep.Requests.Total, rep.Requests.Tail, rep.Requests.Clamped = d.Requests, d.Breakdown.Count, d.Clamped
+	rep.QuantileMs, rep.TargetMs, rep.ResidualMs = httpapi.Number(d.Breakdown.Quantile*1e3), httpapi.Number(d.Breakdown.Target*1e3), httpapi.Number(d.Breakdown.Residual*1e3)
+	rep.Stages = d.Breakdown.Stages
 	rep.P99BreakdownMs = map[string]httpapi.Number{}
-	for j, st := range d.b.Stages {
-		rep.P99BreakdownMs[st] = httpapi.Number(d.b.Contrib[j] * 1e3)
-		if d.b.Lower != nil && !math.IsNaN(d.b.Lower[j]) {
+	for j, st := range d.Breakdown.Stages {
+		rep.P99BreakdownMs[st] = httpapi.Number(d.Breakdown.Contrib[j] * 1e3)
+		if d.Breakdown.Lower != nil && !math.IsNaN(d.Breakdown.Lower[j]) {
 			if rep.BoundsMs == nil {
 				rep.BoundsMs = map[string][2]httpapi.Number{}
 			}
-			rep.BoundsMs[st] = [2]httpapi.Number{httpapi.Number(d.b.Lower[j] * 1e3), httpapi.Number(d.b.Upper[j] * 1e3)}
+			rep.BoundsMs[st] = [2]httpapi.Number{httpapi.Number(d.Breakdown.Lower[j] * 1e3), httpapi.Number(d.Breakdown.Upper[j] * 1e3)}
 		}
 	}
 	rep.HeatTable = []ReportHeatRow{}
-	if d.heat != nil {
-		for _, row := range d.heat.Rows {
+	if d.Heat != nil {
+		for _, row := range d.Heat.Rows {
 			hr := ReportHeatRow{
 				Band: row.Band.String(), FromMs: httpapi.Number(row.From * 1e3), ToMs: httpapi.Number(row.To * 1e3), Requests: row.Count,
 				MeanMs: httpapi.Number(row.MeanS * 1e3), StageMeanMs: map[string]httpapi.Number{}, TopStage: row.TopStage, TopShare: httpapi.Number(row.TopShare),
 			}
-			for j, st := range d.heat.Stages {
+			for j, st := range d.Heat.Stages {
 				hr.StageMeanMs[st] = httpapi.Number(row.StageMean[j] * 1e3)
 			}
 			rep.HeatTable = append(rep.HeatTable, hr)
@@ -327,7 +327,7 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	rep.Reproducibility.GoVersion = runtime.Version()
 	rep.Reproducibility.KernelVersion = a.opts.KernelVersion()
 	rep.Reproducibility.InferenceRuntime = a.runtimes(r.Context(), seen, win)
-	rep.Warnings = append([]string{}, d.warnings...)
+	rep.Warnings = append([]string{}, d.Warnings...)
 	a.kernelFactors(r.Context(), rep, start, end)
 	return rep, nil
 }
