@@ -34,10 +34,10 @@ func loadGraph(t *testing.T) (Graph, string) {
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
-			ImportPath                        string
-			Module                            struct{ Path string }
+			ImportPath                         string
+			Module                             struct{ Path string }
 			Imports, TestImports, XTestImports []string
-			Error                             *struct{ Err string }
+			Error                              *struct{ Err string }
 		}
 		if err := dec.Decode(&p); err == io.EOF {
 			break

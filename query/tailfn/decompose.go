@@ -32,11 +32,15 @@ var (
 // unanswerable marks err as ErrUnanswerable and keeps its text.
 type unanswerable struct{ err error }
 
-func (u unanswerable) Error() string        { return u.err.Error() }
-func (u unanswerable) Unwrap() []error      { return []error{ErrUnanswerable, u.err} }
-func markUnanswerable(err error) error      { return unanswerable{err} }
-func noRequests(where string) error         { return fmt.Errorf("%w in %s", ErrNoRequests, where) }
-func isMethod(m string, ms ...string) bool  { return slices.Contains(ms, m) }
+func (u unanswerable) Error() string   { return u.err.Error() }
+func (u unanswerable) Unwrap() []error { return []error{ErrUnanswerable, u.err} }
+
+func markUnanswerable(err error) error { return unanswerable{err} }
+
+// noRequests is ErrNoRequests saying where: "no requests in window".
+func noRequests(where string) error { return fmt.Errorf("%w in %s", ErrNoRequests, where) }
+
+// seriesSelector selects the series called name with matchers ms.
 func seriesSelector(name string, ms []*labels.Matcher) *parser.VectorSelector {
 	return &parser.VectorSelector{Name: name, LabelMatchers: append([]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, name)}, ms...)}
 }
@@ -94,7 +98,7 @@ type Decomposition struct {
 // the data cannot answer as asked; anything else is a failure to load or
 // evaluate.
 func Decompose(ctx context.Context, src RecordSource, fb SeriesFallback, req DecomposeRequest) (Decomposition, error) {
-	if !isMethod(req.Method, DecomposeMethods...) {
+	if !slices.Contains(DecomposeMethods, req.Method) {
 		return Decomposition{}, fmt.Errorf("method %q: want one of %v", req.Method, DecomposeMethods)
 	}
 	if req.Metric != "e2e" && req.Metric != "ttft" {
