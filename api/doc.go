@@ -6,6 +6,14 @@
 // ({"status":…,"data":…} or {"status":"error","errorType":…,"error":…}),
 // gzip-compressed when the client accepts it.
 //
+// The package routes, parses parameters and writes responses; what the
+// endpoints compute lives below it. Envelope, error status, time and
+// duration parsing and NaN-as-null numbers are internal/httpapi's (shared
+// with ingest's endpoints); breakdowns, reports and A/B intervals call
+// query/tailfn's Go entry points (tailfn.Decompose, tailfn.TokenHeat) and
+// attribution's statistics directly, so an evaluation error is answered as
+// that error (500), and only an empty window as 422 "no requests".
+//
 // CORS is off unless Options.CORSOrigin allows origins (--web.cors.origin):
 // a web page a user visits cannot read the API. Every query string is
 // parsed through the engine's limited parser (query/qlimit), so

@@ -32,6 +32,8 @@
 //     order statistics. q = P_p(S); p = DefaultP = 0.99 unless given.
 //   - The tail is {S ≥ q}, ties included.
 //   - Histogram quantiles use the piecewise-uniform model (see Histogram).
+//   - Output token positions are 1-based and bucketed by powers of two,
+//     (2^(k−1), 2^k] (TokenPositionBucket), wherever tokens are counted.
 //
 // # Which function to use
 //

@@ -39,5 +39,9 @@
 // Derived samples are stamped with each request's end
 // time (derive_stamp.go), and every derived series starts with a zero
 // sample, so increase(…[w] anchored) over them counts exactly the requests
-// that ended in the window.
+// that ended in the window. Token positions are bucketed by
+// attribution.TokenPositionBucket, the buckets of the breakdown endpoint's
+// token heat map too. The request-record endpoints answer in the
+// Prometheus envelope and read API times through internal/httpapi, as
+// api/ does (Unix seconds or RFC 3339, within Prometheus' range).
 package ingest

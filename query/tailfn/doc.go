@@ -40,4 +40,14 @@
 // columns). A peer that does not answer fails the query with an error
 // naming it, or, with partial responses accepted, leaves it out and says
 // so in a warning.
+//
+// Go entry points: the attribution endpoints (api/) call the same code
+// without PromQL text. Decompose is their breakdown (records by method, or
+// for auto the series fallback: TailMeanFromAccumulators over the
+// accumulators' increase, then the comonotonic bound over
+// StageHistogramGroups); its errors are ErrNoRequests, ErrUnanswerable
+// (the statistic refused) or the failure to load or evaluate, never one
+// read as another. TokenHeat counts inter-token gaps on the token position
+// buckets of attribution.TokenPositionBucket, those of the derived
+// tailroot_token_latency_seconds series.
 package tailfn
