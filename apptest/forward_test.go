@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	thanospkg "github.com/tailroot/tailroot/apptest/internal/thanos"
 	"io"
 	"math"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	thanospkg "github.com/tailroot/tailroot/apptest/internal/thanos"
 
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/prompb"

@@ -3,7 +3,6 @@ package apptest
 import (
 	"encoding/json"
 	"fmt"
-	thanospkg "github.com/tailroot/tailroot/apptest/internal/thanos"
 	"math"
 	"math/rand/v2"
 	"net/url"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	thanospkg "github.com/tailroot/tailroot/apptest/internal/thanos"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/prompb"

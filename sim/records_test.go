@@ -180,8 +180,10 @@ func TestPushCountsRefusedSamples(t *testing.T) {
 // Scenario labels land on every series and in the truth's query; the
 // instance prefix renames every instance.
 func TestScenarioLabelsAndPrefix(t *testing.T) {
-	sc := Scenario{Fault: FaultGPUThrottle, Seed: 3, Length: 30 * time.Minute,
-		Labels: map[string]string{"cluster": "sim-x"}, InstancePrefix: "sim-x/"}
+	sc := Scenario{
+		Fault: FaultGPUThrottle, Seed: 3, Length: 30 * time.Minute,
+		Labels: map[string]string{"cluster": "sim-x"}, InstancePrefix: "sim-x/",
+	}
 	inc, err := sc.Generate()
 	if err != nil {
 		t.Fatal(err)

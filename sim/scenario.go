@@ -166,7 +166,7 @@ func (sc Scenario) Generate() (*Incident, error) {
 		case labelEngine, labelInstance, labelJob, labelModel, model.MetricNameLabel, "le", "gpu", "modelName", "finished_reason":
 			return nil, fmt.Errorf("scenario: label %q is one the series already carry", k)
 		}
-		if !model.LabelName(k).IsValid() {
+		if !model.LegacyValidation.IsValidLabelName(k) {
 			return nil, fmt.Errorf("scenario: label name %q is not valid", k)
 		}
 		extra += fmt.Sprintf(",%s=%q", k, sc.Labels[k])

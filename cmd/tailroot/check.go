@@ -28,7 +28,7 @@ func checkCommand(args []string, stdout io.Writer) error {
 	}
 	if fs.NArg() < 2 || fs.Arg(0) != "rules" {
 		fs.Usage()
-		return errors.New("want: check rules FILE...")
+		return errors.New("usage: check rules FILE [FILE ...]")
 	}
 	reg, err := builtin.Registry(nil)
 	if err != nil {

@@ -60,8 +60,10 @@ func TestSimulatorCursorAndRecords(t *testing.T) {
 		t.Fatalf("cursor %v %v, want %v", got, ok, at)
 	}
 
-	recs := []sim.Record{{Model: "m", Instance: "m-0:8000", Job: "vllm", Seq: 7, Arrival: at,
-		Frontend: 0.0031234567891, Queue: 0.2, Prefill: 0.05, Decode: 1.5, PromptTokens: 100, OutputTokens: 20}}
+	recs := []sim.Record{{
+		Model: "m", Instance: "m-0:8000", Job: "vllm", Seq: 7, Arrival: at,
+		Frontend: 0.0031234567891, Queue: 0.2, Prefill: 0.05, Decode: 1.5, PromptTokens: 100, OutputTokens: 20,
+	}}
 	r := toRequests(recs)[0]
 	e2e := float64(r.Finished-r.Arrival) / 1e9
 	if d := e2e - recs[0].E2E(); d < -2e-9 || d > 2e-9 {

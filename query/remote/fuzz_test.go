@@ -36,11 +36,13 @@ func FuzzSeriesFromPB(f *testing.F) {
 	})
 	seed(&storepb.Series{
 		Labels: []*storepb.Label{{Name: "__name__", Value: "d"}},
-		Chunks: []*storepb.AggrChunk{{MinTime: 1000, MaxTime: 2000,
+		Chunks: []*storepb.AggrChunk{{
+			MinTime: 1000, MaxTime: 2000,
 			Count:   &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()},
 			Sum:     &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()},
 			Min:     &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()},
-			Counter: &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()}}},
+			Counter: &storepb.Chunk{Type: storepb.Chunk_XOR, Data: c.Bytes()},
+		}},
 	})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

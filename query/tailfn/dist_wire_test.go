@@ -10,8 +10,10 @@ import (
 // TestOrderKey checks that keys order as the values do, across signs,
 // zeros, subnormals and infinities, and that keyValue inverts orderKey.
 func TestOrderKey(t *testing.T) {
-	vals := []float64{math.Inf(-1), -math.MaxFloat64, -1, -math.SmallestNonzeroFloat64, math.Copysign(0, -1), 0,
-		math.SmallestNonzeroFloat64, 1e-300, 0.001, 1, 1.0000000000000002, 100, math.MaxFloat64, math.Inf(1)}
+	vals := []float64{
+		math.Inf(-1), -math.MaxFloat64, -1, -math.SmallestNonzeroFloat64, math.Copysign(0, -1), 0,
+		math.SmallestNonzeroFloat64, 1e-300, 0.001, 1, 1.0000000000000002, 100, math.MaxFloat64, math.Inf(1),
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 1000 {
 		vals = append(vals, math.Float64frombits(rng.Uint64()))
