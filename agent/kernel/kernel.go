@@ -10,7 +10,9 @@
 // SlowSink. Loading needs root; a probe that
 // fails to load is reported once by Open's caller and left out, the others
 // run. Per-process probes follow the processes a procinfo.Selector picks,
-// rescanned every RescanInterval.
+// rescanned every RescanInterval. System calls are named from
+// sysnames_amd64.go, generated from linux-libc-dev's unistd_64.h by
+// internal/mksysnames (go generate; a test checks the committed table).
 package kernel
 
 import (
