@@ -393,15 +393,7 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 	}
 	req := decomposeReq{win: win, metric: or(r.FormValue("metric"), "e2e"), p: p, method: or(r.FormValue("method"), "auto"), selector: sel}
 	if req.method == "shapley" {
-		bs, err := timeParam(r, "baseline_start", time.Time{}, true)
-		if err != nil {
-			return nil, nil, err
-		}
-		be, err := timeParam(r, "baseline_end", time.Time{}, true)
-		if err != nil {
-			return nil, nil, err
-		}
-		if req.base, err = window(ms, bs, be); err != nil {
+		if req.base, err = baselineParam(r, ms, win); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -272,16 +272,9 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	seen := &labelSeen{runtime: map[[3]string]int{}, prompt: map[[2]string]int{}}
 	req := decomposeReq{win: win, metric: or(r.FormValue("metric"), "e2e"), p: p, method: method, heat: true, visit: seen.visit, selector: sel}
 	if method == "shapley" {
-		off, err := durationParam(r, "baseline_offset", 0)
-		if err != nil {
+		if req.base, err = baselineParam(r, ms, win); err != nil {
 			return nil, err
 		}
-		if off == 0 {
-			return nil, badData("parameter baseline_offset: required for method shapley (e.g. 1d)")
-		}
-		req.base = win
-		req.base.Mint -= off.Milliseconds()
-		req.base.Maxt -= off.Milliseconds()
 	}
 	d, err := a.decompose(r.Context(), req)
 	if err != nil {
