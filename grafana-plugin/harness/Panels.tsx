@@ -122,8 +122,8 @@ function TablePanel({ frame, rows = 12 }: { frame: DataFrame; rows?: number }) {
 // Columns of the graph, causes on the left and the symptom on the right.
 const KIND_COLUMN: Record<string, number> = { gpu: 0, kernel: 1, serving: 2, stage: 3, target: 4 };
 
-/** GraphPanel lays the nodes out in columns by kind and draws the edges. */
-function GraphPanel({ nodes, edges, width = 1100, height = 420 }: { nodes: DataFrame; edges: DataFrame; width?: number; height?: number }) {
+/** GraphPanel lays the nodes out in columns by kind and draws the edges, darker and thicker by weight (|r|). */
+function GraphPanel({ nodes, edges, width = 1100 }: { nodes: DataFrame; edges: DataFrame; width?: number }) {
   const field = (f: DataFrame, name: string) => f.fields.find((x) => x.name === name);
   const ids = (field(nodes, 'id')?.values ?? []) as string[];
   const titles = field(nodes, 'title');
@@ -132,6 +132,7 @@ function GraphPanel({ nodes, edges, width = 1100, height = 420 }: { nodes: DataF
   const cols = Object.keys(KIND_COLUMN).length;
   const byCol: string[][] = Array.from({ length: cols }, () => []);
   ids.forEach((id, i) => byCol[KIND_COLUMN[String(kinds?.values[i])] ?? 2].push(id));
+  const height = Math.max(360, 40 + 78 * Math.max(...byCol.map((c) => c.length)));
   const pos = new Map<string, [number, number]>();
   byCol.forEach((col, c) => {
     col.forEach((id, j) => {
@@ -154,10 +155,7 @@ function GraphPanel({ nodes, edges, width = 1100, height = 420 }: { nodes: DataF
           const w = num(weight, i) ?? 0;
           return (
             <g key={i} data-testid="graph-edge">
-              <line x1={a[0]} y1={a[1]} x2={b[0]} y2={b[1]} stroke="#5794f2" strokeOpacity={0.25 + 0.75 * Math.min(w, 1)} strokeWidth={1 + 3 * Math.min(w, 1)} />
-              <text x={(a[0] + b[0]) / 2} y={(a[1] + b[1]) / 2 - 4} fill="#8e8e8e" fontSize={10} textAnchor="middle">
-                {w ? w.toFixed(2) : ''}
-              </text>
+              <line x1={a[0]} y1={a[1]} x2={b[0]} y2={b[1]} stroke="#5794f2" strokeOpacity={0.1 + 0.6 * Math.min(w, 1) ** 2} strokeWidth={0.5 + 2.5 * Math.min(w, 1) ** 2} />
             </g>
           );
         })}
@@ -171,7 +169,7 @@ function GraphPanel({ nodes, edges, width = 1100, height = 420 }: { nodes: DataF
               <text x={p[0]} y={p[1] + 4} fill="#ccccdc" fontSize={11} textAnchor="middle">
                 {s === undefined ? '' : s.toPrecision(2)}
               </text>
-              <text x={p[0]} y={p[1] + 36} fill="#ccccdc" fontSize={11} textAnchor="middle">
+              <text x={p[0]} y={p[1] + 36} fill="#ccccdc" fontSize={11} textAnchor="middle" stroke="#111217" strokeWidth={3} paintOrder="stroke">
                 {String(titles?.values[i] ?? id)}
               </text>
             </g>
