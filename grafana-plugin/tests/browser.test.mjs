@@ -292,9 +292,10 @@ test('walkthrough: P99 TTFT jumps at the scheduled incident, the breakdown says 
     assert.deepEqual(pageErrors, []);
   }
 
-  // 3. Why: the root-cause ranking over the lead-in and the incident puts
-  // the faulty GPU's SM clock first; 4. the same as the serving graph.
-  const target = `histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{model_name="${smallModel}"}[1m])))`;
+  // 3. Why: the root-cause ranking of the faulty instance's P99 TTFT over
+  // the lead-in and the incident puts its GPU's SM clock first; 4. the
+  // same as the serving graph.
+  const target = `histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{instance="${faultyInstance}"}[1m])))`;
   {
     const { page, pageErrors } = await openPanel({ queryType: 'rootcause', target, view: 'ranking', alpha: 0.05 }, from, incTo);
     const rows = page.getByTestId('table-row');
