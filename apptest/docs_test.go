@@ -272,7 +272,8 @@ const scenarioHistory = 2 * time.Hour
 // and docs/*.md against `tailroot serve --simulate` as make run starts it
 // (an hour of backfill). A block marked as needing more history runs on a
 // second server holding the two hours `tailroot simulate --scenario
-// gpu_throttle` pushes: --simulate's backfill cannot be longer than about
+// cpu_contention` pushes (docs/causal.md's granger example shows its
+// answer): --simulate's backfill cannot be longer than about
 // an hour, because the records' derived series are written at now and the
 // TSDB head then refuses samples older than half a block range.
 func TestDocsExamples(t *testing.T) {
@@ -296,7 +297,7 @@ func TestDocsExamples(t *testing.T) {
 	var hist *App
 	if needHistory {
 		hist = Start(t, t.TempDir())
-		pushScenario(t, hist, "gpu_throttle")
+		pushScenario(t, hist, "cpu_contention")
 	}
 	waitCaughtUp(t, app, started)
 
