@@ -139,3 +139,44 @@ func TestCheckAPIDoc(t *testing.T) {
 		t.Errorf("%d problems, want 3:\n%s", n, got)
 	}
 }
+
+// apiParamRead matches where tailroot's own handlers read a request
+// parameter: r.FormValue("x"), r.Form.Get("x"), f.Get("x"), r.Form["x"],
+// r.URL.Query().Get("x") and the attribution helpers' timeParam(r, "x"…).
+var apiParamRead = regexp.MustCompile(`(?:FormValue|Form\.Get|\bf\.Get|Query\(\)\.Get)\("([^"]+)"\)|(?:\bForm|\bf)\["([^"]+)"\]|(?:timeParam|levelParam|durationParam|selectorParam)\(r, "([^"]+)"`)
+
+// apiParamSources are the files of tailroot's own HTTP handlers; the
+// Prometheus API's parameters are documented from its source instead.
+var apiParamSources = []string{"api/*.go", "ingest/requests_http.go"}
+
+// TestAPIReferenceParameters checks that every parameter tailroot's own
+// handlers read is named in docs/api.md, so a new one cannot go
+// undocumented.
+func TestAPIReferenceParameters(t *testing.T) {
+	doc := repoFile(t, "docs/api.md")
+	_, self, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(self))
+	seen := 0
+	for _, pat := range apiParamSources {
+		files, err := filepath.Glob(filepath.Join(root, pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			rel, _ := filepath.Rel(root, f)
+			for _, m := range apiParamRead.FindAllStringSubmatch(repoFile(t, rel), -1) {
+				name := m[1] + m[2] + m[3]
+				seen++
+				if !strings.Contains(doc, "`"+name+"`") {
+					t.Errorf("parameter %s, read in %s, is not in docs/api.md: add it to its endpoint's table as `%s`", name, rel, name)
+				}
+			}
+		}
+	}
+	if seen < 30 {
+		t.Errorf("found only %d parameter reads: has the handlers' code changed shape?", seen)
+	}
+}
