@@ -102,22 +102,32 @@ soak: peers ## long runs: kill -9 the server 100 times during mixed ingest, and 
 BENCH_COUNT  ?= 6
 BENCH_INGEST := ./ingest/... ./agent/...
 BENCH_STORE  := ./tsdb/...
-BENCH_QUERY  := ./query/... ./cmd/...
+# The tail functions' benchmarks alone take minutes (every function × mode
+# × population size), so they are their own area and bench-query is the rest
+# of query/ (new packages included) and cmd/.
+BENCH_TAILS  := ./query/tailfn/...
+# The distributed benchmarks report bytes and rounds per query, which do not
+# depend on how long they run; a shorter -benchtime keeps the area under 10
+# minutes on 2 loaded cores.
+BENCH_TAILS_TIME ?= 400ms
+BENCH_QUERY   = $(shell $(GO) list ./query/... ./cmd/... | grep -v '/query/tailfn')
 BENCH_STATS  := ./attribution/... ./sim/...
 BENCH_BPF    := ./bpf/...
 
-.PHONY: bench bench-ingest bench-store bench-query bench-stats bench-bpf
+.PHONY: bench bench-ingest bench-store bench-query bench-tails bench-stats bench-bpf
 bench-ingest: ## benchmarks of remote write, OTLP, records and the agent queue into bench-ingest.txt
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_INGEST) | tee bench-ingest.txt
 bench-store: ## benchmarks of the TSDB guard, records, Parquet history, evidence and forwarding into bench-store.txt
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_STORE) | tee bench-store.txt
-bench-query: ## benchmarks of the engine, tail functions, MetricsQL and the global view into bench-query.txt
+bench-query: ## benchmarks of the engine, MetricsQL, the global view and the import command into bench-query.txt
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_QUERY) | tee bench-query.txt
+bench-tails: ## benchmarks of the tail functions (records, distributed) into bench-tails.txt
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TAILS_TIME) -count $(BENCH_COUNT) $(BENCH_TAILS) | tee bench-tails.txt
 bench-stats: ## benchmarks of the attribution statistics and the simulator into bench-stats.txt
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_STATS) | tee bench-stats.txt
 bench-bpf: ## per-event overhead of the eBPF probes (root) into bench-bpf.txt
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_BPF) | tee bench-bpf.txt
-bench: bench-ingest bench-store bench-query bench-stats bench-bpf ## every benchmark group (BENCH_COUNT=6 each); compare runs with `go tool benchstat`
+bench: bench-ingest bench-store bench-query bench-tails bench-stats bench-bpf ## every benchmark group (BENCH_COUNT=6 each); compare runs with `go tool benchstat`
 
 .PHONY: clean
 clean: ## remove build outputs (not the data dir)

@@ -155,15 +155,7 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 	}
 	req := tailfn.DecomposeRequest{Window: win, Metric: or(r.FormValue("metric"), "e2e"), P: p, Method: or(r.FormValue("method"), "auto")}
 	if req.Method == "shapley" {
-		bs, err := httpapi.TimeParam(r, "baseline_start", time.Time{}, true)
-		if err != nil {
-			return nil, nil, err
-		}
-		be, err := httpapi.TimeParam(r, "baseline_end", time.Time{}, true)
-		if err != nil {
-			return nil, nil, err
-		}
-		if req.Baseline, err = window(ms, bs, be); err != nil {
+		if req.Baseline, err = baselineParam(r, ms, win); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -144,6 +144,41 @@ func levelParam(r *http.Request, name string, def float64) (float64, error) {
 	return v, nil
 }
 
+// baselineParam reads the baseline window of a Shapley comparison, which
+// /report and /breakdown both take in either of two forms:
+// baseline_offset (a duration: the same window that long earlier, e.g. 1d
+// for "yesterday at this time") or baseline_start and baseline_end (any
+// window, as a dashboard's second time range gives it). Both forms at once
+// is refused rather than one silently winning.
+func baselineParam(r *http.Request, ms []*labels.Matcher, win tailfn.Window) (tailfn.Window, error) {
+	hasOff := r.FormValue("baseline_offset") != ""
+	hasRange := r.FormValue("baseline_start") != "" || r.FormValue("baseline_end") != ""
+	switch {
+	case hasOff && hasRange:
+		return tailfn.Window{}, httpapi.BadData("parameters baseline_offset and baseline_start/baseline_end: give one form, not both")
+	case hasOff:
+		off, err := httpapi.PositiveDurationParam(r, "baseline_offset", 0)
+		if err != nil {
+			return tailfn.Window{}, err
+		}
+		base := win
+		base.Mint -= off.Milliseconds()
+		base.Maxt -= off.Milliseconds()
+		return base, nil
+	case hasRange:
+		bs, err := httpapi.TimeParam(r, "baseline_start", time.Time{}, true)
+		if err != nil {
+			return tailfn.Window{}, err
+		}
+		be, err := httpapi.TimeParam(r, "baseline_end", time.Time{}, true)
+		if err != nil {
+			return tailfn.Window{}, err
+		}
+		return window(ms, bs, be)
+	}
+	return tailfn.Window{}, httpapi.BadData("parameter baseline_offset (e.g. 1d) or baseline_start and baseline_end: required for method shapley")
+}
+
 // window returns the records window (start, end].
 func window(ms []*labels.Matcher, start, end time.Time) (tailfn.Window, error) {
 	if !end.After(start) {

@@ -273,16 +273,9 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	seen := &labelSeen{runtime: map[[3]string]int{}, prompt: map[[2]string]int{}}
 	req := tailfn.DecomposeRequest{Window: win, Metric: or(r.FormValue("metric"), "e2e"), P: p, Method: method, Heat: true, Visit: seen.visit}
 	if method == "shapley" {
-		off, err := httpapi.PositiveDurationParam(r, "baseline_offset", 0)
-		if err != nil {
+		if req.Baseline, err = baselineParam(r, ms, win); err != nil {
 			return nil, err
 		}
-		if off == 0 {
-			return nil, httpapi.BadData("parameter baseline_offset: required for method shapley (e.g. 1d)")
-		}
-		req.Baseline = win
-		req.Baseline.Mint -= off.Milliseconds()
-		req.Baseline.Maxt -= off.Milliseconds()
 	}
 	d, err := a.decompose(r.Context(), req)
 	if err != nil {

@@ -329,6 +329,55 @@ func TestAttributionBreakdownAndAB(t *testing.T) {
 		t.Errorf("shapley %s", body)
 	}
 
+	// The baseline takes both forms in both endpoints: baseline_offset=150
+	// on the window (150, 300] is the window (0, 150], so all four requests
+	// give the same contributions; both forms at once is refused.
+	shapley := func(path string, extra url.Values) []any {
+		t.Helper()
+		v := url.Values{"selector": {`{model_name="m"}`}, "start": {"150"}, "end": {"300"}, "method": {"shapley"}, "quantile": {"0.8"}}
+		for k, x := range extra {
+			v[k] = x
+		}
+		code, env, body := e.get(t, path, v)
+		if code != http.StatusOK {
+			t.Fatalf("%s %v: status %d %s", path, extra, code, body)
+		}
+		d := env["data"].(map[string]any)
+		if path == "/api/v1/attribution/breakdown" {
+			out := []any{}
+			for _, s := range d["stages"].([]any) {
+				out = append(out, s.(map[string]any)["contribution_seconds"])
+			}
+			return out
+		}
+		out := []any{}
+		for _, st := range d["stages"].([]any) {
+			out = append(out, d["p99_breakdown_ms"].(map[string]any)[st.(string)].(float64)/1e3)
+		}
+		return out
+	}
+	offset := url.Values{"baseline_offset": {"150"}}
+	ranged := url.Values{"baseline_start": {"0"}, "baseline_end": {"150"}}
+	want := fmt.Sprint(shapley("/api/v1/attribution/breakdown", ranged))
+	for _, c := range []struct {
+		path  string
+		extra url.Values
+	}{
+		{"/api/v1/attribution/breakdown", offset},
+		{"/api/v1/attribution/report", offset},
+		{"/api/v1/attribution/report", ranged},
+	} {
+		if got := fmt.Sprint(shapley(c.path, c.extra)); got != want {
+			t.Errorf("%s %v: contributions %s, want %s (breakdown with baseline_start/end)", c.path, c.extra, got, want)
+		}
+	}
+	for _, path := range []string{"/api/v1/attribution/breakdown", "/api/v1/attribution/report"} {
+		code, _, body := e.get(t, path, url.Values{"selector": {`{model_name="m"}`}, "start": {"150"}, "end": {"300"}, "method": {"shapley"}, "baseline_offset": {"150"}, "baseline_start": {"0"}, "baseline_end": {"150"}})
+		if code != http.StatusBadRequest || !strings.Contains(string(body), "not both") {
+			t.Errorf("%s with both baseline forms: %d %s, want 400", path, code, body)
+		}
+	}
+
 	// A/B: model n (S = 1..5) against model m (S = 1..10), Maritz–Jarrett
 	// at the median: a = P50(n) = 3, b = P50(m) = 5.5, diff = 2.5.
 	_, env, body = e.get(t, "/api/v1/attribution/ab", url.Values{

@@ -21,6 +21,14 @@
 // refuse over-long, over-large or over-deep expressions before parsing
 // them.
 //
+// The route table (Server.Routes, GET /api/v1/status/routes) lists every
+// path and its methods, those of the Prometheus API behind the /api/v1/
+// catch-all included (found by probing its router through an
+// instrumentation hook that answers probes without running a handler), so
+// docs/api.md is checked against what a running server really routes.
+// /report and /breakdown take a Shapley baseline as baseline_offset or
+// baseline_start/baseline_end alike.
+//
 // RecordsShard (POST /api/v1/records/shard) is the node side of exact tail
 // queries across servers: it answers one round of the protocol of
 // docs/distributed-tails.md over this server's records, through the same

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -106,6 +107,14 @@ type Server struct {
 	start  time.Time
 	opts   Options
 	logger *slog.Logger
+
+	// The route table (routes.go): the Prometheus API router, its
+	// catch-all on router, the paths registered on it, and the table.
+	apiRouter  http.Handler
+	catchAll   *mux.Route
+	upstream   upstreamRoutes
+	routesOnce sync.Once
+	routes     []Route
 }
 
 // Handlers are the pieces the server routes to that live in other packages.
@@ -202,7 +211,8 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		false,
 		0,
 	)
-	apiRouter := route.New()
+	apiRouter := route.New().WithInstrumentation(s.upstream.instrument)
+	s.apiRouter = apiRouter
 	promAPI.Register(apiRouter.WithPrefix("/api/v1"))
 
 	r := s.router
@@ -225,7 +235,8 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if h.Extra != nil {
 		h.Extra(r)
 	}
-	r.PathPrefix("/api/v1/").Handler(dialect(partialResponse(maxSourceResolution(apiRouter))))
+	r.HandleFunc(RoutesPath, s.serveRoutes).Methods(http.MethodGet)
+	s.catchAll = r.PathPrefix("/api/v1/").Handler(dialect(partialResponse(maxSourceResolution(apiRouter))))
 	r.HandleFunc("/", s.landing).Methods(http.MethodGet)
 	return s
 }

@@ -3,6 +3,7 @@ package apptest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // The built-in fleet (sim.DefaultModels, three instances each) and the
@@ -76,6 +79,7 @@ func TestSimulatedWorld(t *testing.T) {
 	if first.rootCause != simRootCause {
 		t.Fatalf("root cause of the incident at %s ranks %q first, want %q", incident.Format(time.TimeOnly), first.rootCause, simRootCause)
 	}
+	checkWalkthrough(t, app, incident)
 	idsBefore := requestIDs(t, app, started.Add(-simBackfill-time.Minute), time.Now().Add(time.Minute))
 	noErrors(t, app, "first run")
 
@@ -416,5 +420,117 @@ func waitLog(t *testing.T, app *App, s string) {
 			t.Fatalf("no %q in the log within 30s:\n%s", s, app.Logs())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkWalkthrough asks docs/walkthrough.md's questions about the incident
+// that started at incident and checks the shapes the page shows. Its PromQL
+// blocks run as written (at the end of the incident); its curls are asked
+// with the same parameters, on this test's shorter schedule.
+func checkWalkthrough(t *testing.T, app *App, incident time.Time) {
+	t.Helper()
+	end := incident.Add(simFor)
+	blocks, err := docBlocks("docs/walkthrough.md", repoFile(t, "docs/walkthrough.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queries []string
+	for _, b := range blocks {
+		if b.lang == "promql" {
+			for _, q := range promqlQueries(b.body) {
+				queries = append(queries, q.expr)
+			}
+		}
+	}
+	if len(queries) != 2 {
+		t.Fatalf("docs/walkthrough.md has %d PromQL examples, this check knows 2: %q", len(queries), queries)
+	}
+	// 2. P99 TTFT per 8B instance, now and its worst minute: the faulty
+	// instance is the highest, well above its peers.
+	for _, q := range queries {
+		v := app.InstantVector(t, q, end)
+		if len(v) != 3 {
+			t.Fatalf("%s: %d series, want one per 8B instance", q, len(v))
+		}
+		top, next := "", [2]float64{}
+		for _, s := range v {
+			x, _ := strconv.ParseFloat(s.Value[1].(string), 64)
+			switch {
+			case x > next[0]:
+				next[1], next[0], top = next[0], x, s.Metric["instance"]
+			case x > next[1]:
+				next[1] = x
+			}
+		}
+		if top != simFaultyServer || !(next[0] > 1.5*next[1]) {
+			t.Errorf("%s: highest %s (%.3f s, next %.3f s), want %s well above its peers", q, top, next[0], next[1], simFaultyServer)
+		}
+	}
+
+	// 3. Which stage: the TTFT breakdown of the faulty instance during the
+	// incident adds up to its tail mean, queue or prefill first; the
+	// Shapley split against the same span before it adds up to the change.
+	type breakdown struct {
+		Method   string  `json:"method"`
+		Kind     string  `json:"kind"`
+		Target   float64 `json:"target_seconds"`
+		Quantile float64 `json:"quantile_seconds"`
+		Stages   []struct {
+			Stage string  `json:"stage"`
+			C     float64 `json:"contribution_seconds"`
+		} `json:"stages"`
+	}
+	sel := `{instance="` + simFaultyServer + `"}`
+	ask := func(extra url.Values) breakdown {
+		t.Helper()
+		v := url.Values{"selector": {sel}, "metric": {"ttft"}, "start": {unix(incident)}, "end": {unix(end)}}
+		for k, x := range extra {
+			v[k] = x
+		}
+		code, body := app.Get(t, "/api/v1/attribution/breakdown", v)
+		var b breakdown
+		decodeData(t, code, body, &b)
+		sum := 0.0
+		for _, s := range b.Stages {
+			sum += s.C
+		}
+		if len(b.Stages) == 0 || math.Abs(sum-b.Target) > 1e-9*math.Max(1, math.Abs(b.Target)) {
+			t.Errorf("breakdown %v: stages add up to %v, target %v: %s", extra, sum, b.Target, body)
+		}
+		return b
+	}
+	b := ask(nil)
+	topStage := slices.MaxFunc(b.Stages, func(x, y struct {
+		Stage string  `json:"stage"`
+		C     float64 `json:"contribution_seconds"`
+	}) int {
+		return cmp.Compare(x.C, y.C)
+	})
+	if b.Method != "tail_mean_records" || b.Kind != "exact" || (topStage.Stage != "queue" && topStage.Stage != "prefill") {
+		t.Errorf("TTFT breakdown during the incident: %s (%s), largest stage %s, want exact records with queue or prefill first", b.Method, b.Kind, topStage.Stage)
+	}
+	sh := ask(url.Values{"method": {"shapley"}, "baseline_offset": {model.Duration(simFor).String()}})
+	if sh.Method != "shapley" || !(sh.Target > 0) {
+		t.Errorf("Shapley split of the change: method %s, change %v s, want a P99 TTFT that grew", sh.Method, sh.Target)
+	}
+	t.Logf("walkthrough: P99 TTFT %.3f s during the incident, tail mean %.3f s, %s first (%.3f s); grew by %.3f s against the %s before", b.Quantile, b.Target, topStage.Stage, topStage.C, sh.Target, simFor)
+
+	// 4. Why: the faulty instance's P99 TTFT, from before the incident to
+	// its end, has the throttled GPU's SM clock first.
+	code, body := app.Get(t, "/api/v1/attribution/rootcause", url.Values{
+		"target": {`histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{instance="` + simFaultyServer + `"}[1m])))`},
+		"start":  {unix(incident.Add(-10 * time.Minute))}, "end": {unix(end)},
+	})
+	var rc struct {
+		Ranking []struct {
+			Candidate string  `json:"candidate"`
+			PAdjusted float64 `json:"p_adjusted"`
+			Shift     float64 `json:"shift"`
+			Stage     string  `json:"stage"`
+		} `json:"ranking"`
+	}
+	decodeData(t, code, body, &rc)
+	if len(rc.Ranking) == 0 || rc.Ranking[0].Candidate != simRootCause || !(rc.Ranking[0].PAdjusted < 0.05) || !(rc.Ranking[0].Shift > 0) {
+		t.Errorf("walkthrough root cause: %.600s, want %s first with p_adjusted < 0.05 and a shift", body, simRootCause)
 	}
 }

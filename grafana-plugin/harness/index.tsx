@@ -10,7 +10,7 @@ import { plugin } from '../src/module';
 import pluginJson from '../src/plugin.json';
 import { TailrootQuery } from '../src/types';
 import { harnessBackendSrv } from './backendSrv';
-import { Plot } from './Plot';
+import { Panel } from './Panels';
 
 /**
  * The browser-test harness: the plugin's QueryEditor and a plot of what the
@@ -52,14 +52,27 @@ const ds = new DataSource({
   meta: { ...(pluginJson as object), module: '', baseUrl: '' },
 } as never);
 
-const initial: TailrootQuery = {
-  refId: 'A',
-  queryType: 'promql',
-  expr: 'histogram_quantile(0.99, sum by (le, model_name) (rate(vllm:e2e_request_latency_seconds_bucket[$__rate_interval])))',
-  legendFormat: '{{model_name}}',
-  range: true,
-  format: 'time_series',
-};
+// The page's URL may set the query (?query=<TailrootQuery JSON>) and the
+// time range (?from=&to=, Unix milliseconds), as a dashboard panel's link
+// would: the docs walkthrough's screenshots open the same page that way.
+const params = new URLSearchParams(window.location.search);
+
+const initial: TailrootQuery = params.get('query')
+  ? { refId: 'A', ...(JSON.parse(params.get('query')!) as Partial<TailrootQuery>) }
+  : {
+      refId: 'A',
+      queryType: 'promql',
+      expr: 'histogram_quantile(0.99, sum by (le, model_name) (rate(vllm:e2e_request_latency_seconds_bucket[$__rate_interval])))',
+      legendFormat: '{{model_name}}',
+      range: true,
+      format: 'time_series',
+    };
+
+function timeRange() {
+  const to = params.get('to') ? dateTime(Number(params.get('to'))) : dateTime();
+  const from = params.get('from') ? dateTime(Number(params.get('from'))) : dateTime(to.valueOf() - 30 * 60 * 1000);
+  return { from, to };
+}
 
 function App() {
   const [query, setQuery] = useState<TailrootQuery>(initial);
@@ -76,13 +89,12 @@ function App() {
   const theme = useMemo(() => createTheme({ colors: { mode: 'dark' } }), []);
 
   const run = useCallback((q: TailrootQuery) => {
-    const to = dateTime();
-    const from = dateTime(to.valueOf() - 30 * 60 * 1000);
+    const { from, to } = timeRange();
     const request = {
       requestId: 'harness',
       app: 'harness',
       timezone: 'utc',
-      range: { from, to, raw: { from: 'now-30m', to: 'now' } },
+      range: { from, to, raw: { from: from.toISOString(), to: to.toISOString() } },
       interval: '30s',
       intervalMs: 30000,
       maxDataPoints: 600,
@@ -116,7 +128,7 @@ function App() {
             {error}
           </div>
         )}
-        <Plot frames={frames} />
+        <Panel frames={frames} />
       </section>
     </ThemeContext.Provider>
   );

@@ -9,7 +9,7 @@
 // (CHROMIUM to override). TAILROOT_BIN names a prebuilt tailroot.
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, existsSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, existsSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -26,6 +26,17 @@ const work = mkdtempSync(path.join(tmpdir(), 'tailroot-browser-'));
 const screenshot = process.env.UPDATE_SCREENSHOTS
   ? path.join(repoRoot, 'docs', 'images', 'plugin-query-editor.png')
   : path.join(work, 'plugin-query-editor.png');
+// The walkthrough's screenshots (docs/walkthrough.md), refreshed on the
+// same request into docs/images/walkthrough/.
+const walkthroughDir = process.env.UPDATE_SCREENSHOTS ? path.join(repoRoot, 'docs', 'images', 'walkthrough') : path.join(work, 'walkthrough');
+// The scheduled incident: make run's (minute 40–50 of every hour) when the
+// docs' screenshots are refreshed, so they show what make run shows; a
+// 20-minute schedule otherwise, so an incident with its lead-in is inside
+// the simulator's hour of backfill whatever the time of the run.
+const schedule = process.env.UPDATE_SCREENSHOTS ? { every: 60, at: 40, dur: 10, lead: 20 } : { every: 20, at: 12, dur: 6, lead: 10 };
+const faultyInstance = 'llama-3-1-8b-instruct-0:8000';
+const smallModel = 'meta-llama/Llama-3.1-8B-Instruct';
+let started;
 const children = [];
 let context;
 let baseURL;
@@ -80,7 +91,20 @@ before(async () => {
   goBuild(devserver, './pkg/devserver', pluginDir);
 
   const trPort = await freePort();
-  const tr = start(tailroot, ['serve', '--listen', `127.0.0.1:${trPort}`, '--data-dir', path.join(work, 'data'), '--simulate', '--log.level', 'warn']);
+  started = Date.now();
+  const tr = start(tailroot, [
+    'serve',
+    '--listen',
+    `127.0.0.1:${trPort}`,
+    '--data-dir',
+    path.join(work, 'data'),
+    '--simulate',
+    `--simulate.incident-every=${schedule.every}m`,
+    `--simulate.incident-at=${schedule.at}m`,
+    `--simulate.incident-for=${schedule.dur}m`,
+    '--log.level',
+    'warn',
+  ]);
   trURL = `http://127.0.0.1:${trPort}`;
   // The simulator backfills an hour: wait until every instance has most of
   // it and a sample from the last minute.
@@ -188,4 +212,112 @@ test('query editor and plotted series against a running tailroot', async () => {
   }
 
   assert.deepEqual(pageErrors, []);
+});
+
+// promRange runs a range query on tailroot itself: the independent values
+// the panels are checked against.
+async function promRange(expr, from, to, step = 30) {
+  const q = new URLSearchParams({ query: expr, start: String(from / 1000), end: String(to / 1000), step: String(step) });
+  const j = await (await fetch(`${trURL}/api/v1/query_range?${q}`)).json();
+  assert.equal(j.status, 'success', JSON.stringify(j));
+  return j.data.result;
+}
+
+async function openPanel(query, from, to) {
+  const page = await context.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  const q = new URLSearchParams({ query: JSON.stringify(query), from: String(from), to: String(to) });
+  await page.goto(`${baseURL}/index.html?${q}`);
+  await waitFor('the panel query to run', async () => Number(await page.getByTestId('result-panel').getAttribute('data-runs')) > 0, 60_000);
+  const err = page.getByTestId('query-error');
+  assert.equal(await err.count(), 0, (await err.count()) ? await err.innerText() : '');
+  return { page, pageErrors };
+}
+
+test('walkthrough: P99 TTFT jumps at the scheduled incident, the breakdown says which stage, the root cause why', async () => {
+  // The newest incident that ended a minute ago, with its lead-in.
+  const min = 60_000;
+  const period = Math.floor((Date.now() - (schedule.at + schedule.dur + 1) * min) / (schedule.every * min)) * schedule.every * min;
+  const incident = period + schedule.at * min;
+  const from = incident - schedule.lead * min;
+  const to = Math.min(incident + (schedule.dur + 5) * min, Date.now());
+  assert.ok(
+    from >= started - 60 * min,
+    `the incident at ${new Date(incident).toISOString()} with its ${schedule.lead} min lead-in is not in the simulator's hour of backfill: ` +
+      'with UPDATE_SCREENSHOTS=1 (make run\'s schedule) run between minute 51 and minute 20',
+  );
+  const shots = [];
+
+  // 1. P99 TTFT per 8B instance: the faulty one jumps during the incident.
+  const p99 = `histogram_quantile(0.99, sum by (le, instance) (rate(vllm:time_to_first_token_seconds_bucket{model_name="${smallModel}"}[1m])))`;
+  {
+    const { page, pageErrors } = await openPanel({ queryType: 'promql', expr: p99, legendFormat: '{{instance}}', range: true, format: 'time_series' }, from, to);
+    const series = page.getByTestId('plot-series');
+    await waitFor('three P99 series', async () => (await series.count()) === 3, 30_000);
+    const names = await series.evaluateAll((els) => els.map((e) => e.getAttribute('data-name')));
+    assert.ok(names.includes(faultyInstance), `no series for ${faultyInstance} in ${names}`);
+    const faulty = (await promRange(p99, from, to)).find((r) => r.metric.instance === faultyInstance);
+    const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const before = median(faulty.values.filter(([t]) => t * 1000 < incident - min).map(([, v]) => Number(v)));
+    const during = median(faulty.values.filter(([t]) => t * 1000 > incident + 2 * min && t * 1000 < incident + schedule.dur * min).map(([, v]) => Number(v)));
+    assert.ok(during > 1.5 * before, `P99 TTFT of ${faultyInstance}: median ${during} s during the incident, ${before} s before: no jump`);
+    console.log(`walkthrough: P99 TTFT of ${faultyInstance} ${before.toFixed(3)} s before, ${during.toFixed(3)} s during the incident at ${new Date(incident).toISOString()}`);
+    shots.push([page, 'p99-ttft.png']);
+    assert.deepEqual(pageErrors, []);
+  }
+
+  // 2. Which stage: the P99 TTFT breakdown of the faulty instance's
+  // requests during the incident; the bar adds up to what /breakdown
+  // answers, and queue or prefill is its largest stage.
+  const incFrom = incident;
+  const incTo = incident + schedule.dur * min;
+  const selector = `{instance="${faultyInstance}"}`;
+  {
+    const { page, pageErrors } = await openPanel({ queryType: 'breakdown', selector, metric: 'ttft', quantile: 0.99, method: 'auto', view: 'stages' }, incFrom, incTo);
+    const bar = page.getByTestId('bar-panel');
+    await bar.waitFor({ state: 'visible' });
+    const q = new URLSearchParams({ selector, metric: 'ttft', start: String(incFrom / 1000), end: String(incTo / 1000) });
+    const j = await (await fetch(`${trURL}/api/v1/attribution/breakdown?${q}`)).json();
+    assert.equal(j.status, 'success', JSON.stringify(j));
+    const total = Number(await bar.getAttribute('data-total'));
+    const want = j.data.stages.reduce((a, s) => a + Math.max(s.contribution_seconds, 0), 0);
+    assert.ok(Math.abs(total - want) < 1e-6 * Math.max(want, 1), `bar adds up to ${total} s, /breakdown's stages to ${want} s`);
+    const top = [...j.data.stages].sort((a, b) => b.contribution_seconds - a.contribution_seconds)[0];
+    console.log(`walkthrough: P99 TTFT ${j.data.quantile_seconds} s, tail mean ${j.data.target_seconds} s, largest stage ${top.stage} ${top.contribution_seconds} s`);
+    // A GPU throttle slows prefill, and requests queue behind it: one of
+    // the two is most of the TTFT tail, not the CPU-side tokenize.
+    assert.ok(['queue', 'prefill'].includes(top.stage), `largest stage of the TTFT tail during the incident: ${JSON.stringify(j.data.stages)}`);
+    shots.push([page, 'breakdown.png']);
+    assert.deepEqual(pageErrors, []);
+  }
+
+  // 3. Why: the root-cause ranking of the faulty instance's P99 TTFT over
+  // the lead-in and the incident puts its GPU's SM clock first; 4. the
+  // same as the serving graph.
+  const target = `histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{instance="${faultyInstance}"}[1m])))`;
+  {
+    const { page, pageErrors } = await openPanel({ queryType: 'rootcause', target, view: 'ranking', alpha: 0.05 }, from, incTo);
+    const rows = page.getByTestId('table-row');
+    await waitFor('the ranking', async () => (await rows.count()) > 0, 60_000);
+    const first = await rows.first().innerText();
+    assert.match(first, new RegExp(`DCGM_FI_DEV_SM_CLOCK\\{instance="${faultyInstance.replace(/[.]/g, '\\.')}"\\}`), `first row: ${first}`);
+    shots.push([page, 'rootcause-table.png']);
+    assert.deepEqual(pageErrors, []);
+  }
+  {
+    const { page, pageErrors } = await openPanel({ queryType: 'rootcause', target, view: 'graph', alpha: 0.05 }, from, incTo);
+    const nodes = page.getByTestId('graph-node');
+    await waitFor('the graph', async () => (await nodes.count()) > 0, 60_000);
+    const kinds = await nodes.evaluateAll((els) => els.map((e) => e.getAttribute('data-kind')));
+    assert.ok(kinds.includes('gpu') && kinds.includes('target'), `node kinds ${kinds}`);
+    shots.push([page, 'rootcause-graph.png']);
+    assert.deepEqual(pageErrors, []);
+  }
+
+  mkdirSync(walkthroughDir, { recursive: true });
+  for (const [page, name] of shots) {
+    await page.screenshot({ path: path.join(walkthroughDir, name), fullPage: true });
+    await page.close();
+  }
 });
