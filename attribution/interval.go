@@ -36,9 +36,16 @@ const (
 	// error se = √(p(1−p)/n) / f̂(est), f̂ a Gaussian kernel density estimate
 	// with Silverman's bandwidth 0.9·min(sd, IQR/1.349)·n^(−1/5).
 	CIDeltaKDE
+	// CIOrderStatistic is the distribution-free interval [x_(r), x_(s)]
+	// with exact binomial ranks (see OrderStatRanks): coverage at least
+	// level for every n, p and continuous distribution, where it exists.
+	// It is the default of quantile_ci, quantile_diff_ci and
+	// /api/v1/attribution/ab; the estimate is the type-7 quantile.
+	CIOrderStatistic
 )
 
-// String returns "bootstrap", "maritz_jarrett" or "delta_kde".
+// String returns "bootstrap", "maritz_jarrett", "delta_kde" or
+// "order_statistic".
 func (m CIMethod) String() string {
 	switch m {
 	case CIBootstrap:
@@ -47,6 +54,8 @@ func (m CIMethod) String() string {
 		return "maritz_jarrett"
 	case CIDeltaKDE:
 		return "delta_kde"
+	case CIOrderStatistic:
+		return "order_statistic"
 	}
 	return fmt.Sprintf("ci_method(%d)", uint8(m))
 }
@@ -86,8 +95,18 @@ func QuantileCI(x []float64, p, level float64, opts CIOptions) (Interval, error)
 	if err != nil {
 		return Interval{}, err
 	}
+	if err := CheckCIMethod(opts.Method, len(y), p, level); err != nil {
+		return Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
+	return quantileCISorted(y, p, level, opts)
+}
+
+// quantileCISorted is QuantileCI on an ascending sample without the
+// validity check (the coverage simulation measures refused methods too).
+func quantileCISorted(y []float64, p, level float64, opts CIOptions) (Interval, error) {
 	if opts.Method == CIDeltaKDE {
 		iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: quantileSorted(y, p)}
+		var err error
 		if iv.SE, err = deltaKDE(y, p, iv.Estimate); err != nil {
 			return Interval{}, fmt.Errorf("quantile ci: %w", err)
 		}
@@ -121,6 +140,9 @@ func QuantileCIRanks(n int, p, level float64, opts CIOptions) (lo, hi int, err e
 	if err := checkCIArgs("quantile ci", n, p, level); err != nil {
 		return 0, 0, err
 	}
+	if err := CheckCIMethod(opts.Method, n, p, level); err != nil {
+		return 0, 0, fmt.Errorf("quantile ci: %w", err)
+	}
 	r := &rankRange{lo: n, hi: -1}
 	if _, err := quantileCIOrdered(r.stats(n), p, level, opts); err != nil {
 		return 0, 0, err
@@ -152,6 +174,9 @@ func QuantileCIOrdered(y OrderStats, p, level float64, opts CIOptions) (Interval
 	if err := checkCIArgs("quantile ci", y.Len(), p, level); err != nil {
 		return Interval{}, err
 	}
+	if err := CheckCIMethod(opts.Method, y.Len(), p, level); err != nil {
+		return Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
 	return quantileCIOrdered(y, p, level, opts)
 }
 
@@ -169,6 +194,10 @@ func quantileCIOrdered(y OrderStats, p, level float64, opts CIOptions) (Interval
 		return iv, nil
 	case CIMaritzJarrett:
 		iv.SE, err = maritzJarrett(y, p)
+	case CIOrderStatistic:
+		if iv, err = orderStatCI(y, p, level); err == nil {
+			return iv, nil
+		}
 	case CIDeltaKDE:
 		err = fmt.Errorf("the delta method needs the whole sample, not order statistics")
 	default:
@@ -231,6 +260,9 @@ func DeltaCI(s DeltaSummary, p, level float64) (Interval, error) {
 	if err := checkCIArgs("quantile ci", s.N, p, level); err != nil {
 		return Interval{}, err
 	}
+	if err := CheckCIMethod(CIDeltaKDE, s.N, p, level); err != nil {
+		return Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
 	iv := Interval{Method: CIDeltaKDE, P: p, Level: level, Estimate: s.Estimate}
 	var err error
 	if iv.SE, err = deltaSE(s, p); err != nil {
@@ -243,6 +275,11 @@ func DeltaCI(s DeltaSummary, p, level float64) (Interval, error) {
 // a and b independent samples (two label sets, two versions). Bootstrap:
 // independent replicates of each quantile, differenced, percentile
 // interval. Maritz–Jarrett and delta: est ± z·√(se_a² + se_b²).
+// Order statistic: [L_a − U_b, U_a − L_b] from the two order-statistic
+// intervals at level √level each; both cover with probability at least
+// √level·√level = level (the samples are independent), and when both do
+// the difference lies in that range, so it too is distribution-free.
+// Each sample must pass CheckCIMethod (at √level for the order statistic).
 func QuantileDiffCI(a, b []float64, p, level float64, opts CIOptions) (Interval, error) {
 	ya, err := checkCI("quantile diff ci: a", a, p, level)
 	if err != nil {
@@ -252,10 +289,41 @@ func QuantileDiffCI(a, b []float64, p, level float64, opts CIOptions) (Interval,
 	if err != nil {
 		return Interval{}, err
 	}
+	each := level
+	if opts.Method == CIOrderStatistic {
+		each = math.Sqrt(level)
+	}
+	if err := CheckCIMethod(opts.Method, len(ya), p, each); err != nil {
+		return Interval{}, fmt.Errorf("quantile diff ci: a: %w", err)
+	}
+	if err := CheckCIMethod(opts.Method, len(yb), p, each); err != nil {
+		return Interval{}, fmt.Errorf("quantile diff ci: b: %w", err)
+	}
+	return quantileDiffCISorted(ya, yb, p, level, opts)
+}
+
+// quantileDiffCISorted is QuantileDiffCI on ascending samples without the
+// validity check.
+func quantileDiffCISorted(ya, yb []float64, p, level float64, opts CIOptions) (Interval, error) {
+	var err error
+	each := level
+	if opts.Method == CIOrderStatistic {
+		each = math.Sqrt(level)
+	}
 	qa, qb := quantileSorted(ya, p), quantileSorted(yb, p)
 	iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: qa - qb}
 	var sa, sb float64
 	switch opts.Method {
+	case CIOrderStatistic:
+		ia, err := orderStatCI(sortedStats(ya), p, each)
+		if err != nil {
+			return Interval{}, fmt.Errorf("quantile diff ci: a: %w", err)
+		}
+		ib, err := orderStatCI(sortedStats(yb), p, each)
+		if err != nil {
+			return Interval{}, fmt.Errorf("quantile diff ci: b: %w", err)
+		}
+		return OrderStatDiff(ia, ib, level), nil
 	case CIBootstrap:
 		rng := rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
 		reps := make([]float64, resamples(opts))

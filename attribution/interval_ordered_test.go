@@ -32,7 +32,7 @@ func (w windowStats) At(r int) float64 {
 // span is a small part of a large sample.
 func TestQuantileCIOrderedMatches(t *testing.T) {
 	for _, n := range []int{2, 10, 1000, 100000} {
-		for _, m := range []CIMethod{CIBootstrap, CIMaritzJarrett} {
+		for _, m := range []CIMethod{CIBootstrap, CIMaritzJarrett, CIOrderStatistic} {
 			for _, p := range []float64{0.5, 0.9, 0.99} {
 				t.Run(fmt.Sprintf("n=%d/%s/p=%v", n, m, p), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(n), 7))
@@ -72,7 +72,7 @@ func TestQuantileCIOrderedMatches(t *testing.T) {
 // method on the whole sample.
 func TestDeltaCIMatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	x := make([]float64, 5000)
+	x := make([]float64, 10000)
 	for i := range x {
 		x[i] = rng.ExpFloat64()
 	}

@@ -3,6 +3,7 @@ package tailfn
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -357,10 +358,16 @@ func distQuantileCI(cl *Cluster) impl {
 				return nil
 			}
 			var iv attribution.Interval
-			if opts.Method == attribution.CIDeltaKDE {
+			switch opts.Method {
+			case attribution.CIDeltaKDE:
 				iv, err = distDelta(v, cs, p, level)
-			} else {
-				iv, err = distOrdered(v, cs, p, level, opts)
+			case attribution.CIOrderStatistic:
+				iv, err = distOrderStat(v, cs, p, level)
+			default:
+				iv, err = distOrdered(v, cs, p, level, opts, cl.opts.MaxCIValues, c.Func.Name, annos)
+			}
+			if errors.Is(err, attribution.ErrInvalidMethod) {
+				return fmt.Errorf("%s: %w", c.Func.Name, err)
 			}
 			var de dataError
 			if asDataError(err, &de) {
@@ -404,10 +411,26 @@ func warnDataAnnos(c *query.Call, annos annotations.Annotations, err error) (pro
 	return v, a
 }
 
-func distOrdered(v *view, cs *clusterSummary, p, level float64, opts attribution.CIOptions) (attribution.Interval, error) {
+// distOrdered is the bootstrap or Maritz–Jarrett interval from the order
+// statistics of the rank span it reads, when that span holds at most
+// maxValues ranks; past it (the span grows as √n), the order-statistic
+// interval answers instead, from four selected ranks, with an info
+// annotation saying so, so that traffic stays bounded whatever n is.
+func distOrdered(v *view, cs *clusterSummary, p, level float64, opts attribution.CIOptions, maxValues int, fn string, annos *annotations.Annotations) (attribution.Interval, error) {
 	lo, hi, err := attribution.QuantileCIRanks(cs.n, p, level, opts)
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		return attribution.Interval{}, err
+	}
 	if err != nil {
 		return attribution.Interval{}, dataError{err}
+	}
+	if span := hi - lo + 1; span > maxValues {
+		iv, err := distOrderStat(v, cs, p, level)
+		if err == nil {
+			annos.Add(fmt.Errorf("%w: %s: the %s interval of %d requests reads %d order statistics (more than %d); across nodes it is answered with method order_statistic, whose traffic does not grow with the requests",
+				annotations.PromQLInfo, fn, opts.Method, cs.n, span, maxValues))
+		}
+		return iv, err
 	}
 	ranks := []int{lo}
 	if hi != lo {
@@ -439,6 +462,45 @@ func distOrdered(v *view, cs *clusterSummary, p, level float64, opts attribution
 		return attribution.Interval{}, dataError{err}
 	}
 	return iv, nil
+}
+
+// distOrderStat is the order-statistic interval: its two binomial ranks
+// and the estimate's one or two are selected in the same rounds, so its
+// traffic is that of tail_mean's quantile, independent of n.
+func distOrderStat(v *view, cs *clusterSummary, p, level float64) (attribution.Interval, error) {
+	ranks, err := attribution.OrderStatRanksFor(cs.n, p, level)
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		return attribution.Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
+	if err != nil {
+		return attribution.Interval{}, dataError{err}
+	}
+	vals, err := v.selectRanks(ranks)
+	if err != nil {
+		return attribution.Interval{}, err
+	}
+	iv, err := attribution.QuantileCIOrdered(rankSet{n: cs.n, ranks: ranks, v: vals}, p, level,
+		attribution.CIOptions{Method: attribution.CIOrderStatistic})
+	if err != nil {
+		return attribution.Interval{}, dataError{err}
+	}
+	return iv, nil
+}
+
+// rankSet holds the order statistics of the ascending ranks of n.
+type rankSet struct {
+	n     int
+	ranks []int
+	v     []float64
+}
+
+func (s rankSet) Len() int { return s.n }
+func (s rankSet) At(r int) float64 {
+	i, ok := slices.BinarySearch(s.ranks, r)
+	if !ok {
+		panic(fmt.Sprintf("BUG: rank %d read outside the selected ranks %v of %d", r, s.ranks, s.n))
+	}
+	return s.v[i]
 }
 
 func distDelta(v *view, cs *clusterSummary, p, level float64) (attribution.Interval, error) {
@@ -478,6 +540,9 @@ func distDelta(v *view, cs *clusterSummary, p, level float64) (attribution.Inter
 	iv, err := attribution.DeltaCI(sum, p, level)
 	if roundErr != nil {
 		return attribution.Interval{}, roundErr
+	}
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		return attribution.Interval{}, err
 	}
 	if err != nil {
 		return attribution.Interval{}, dataError{err}
