@@ -305,21 +305,89 @@ func QuantileDiffCI(a, b []float64, p, level float64, opts CIOptions) (Interval,
 // quantileDiffCISorted is QuantileDiffCI on ascending samples without the
 // validity check.
 func quantileDiffCISorted(ya, yb []float64, p, level float64, opts CIOptions) (Interval, error) {
-	var err error
+	if opts.Method == CIDeltaKDE {
+		qa, qb := quantileSorted(ya, p), quantileSorted(yb, p)
+		sa, err := deltaKDE(ya, p, qa)
+		if err == nil {
+			var sb float64
+			if sb, err = deltaKDE(yb, p, qb); err == nil {
+				return NormalDiff(Interval{Method: CIDeltaKDE, P: p, Estimate: qa, SE: sa}, Interval{Estimate: qb, SE: sb}, level), nil
+			}
+		}
+		return Interval{}, fmt.Errorf("quantile diff ci: %w", err)
+	}
+	return quantileDiffCIOrdered(sortedStats(ya), sortedStats(yb), p, level, opts)
+}
+
+// QuantileDiffCIOrdered is QuantileDiffCI over order statistics for the
+// bootstrap, Maritz–Jarrett and the order statistic: given the values of
+// the ranks QuantileDiffCIRanks names for each sample, it returns
+// QuantileDiffCI's interval bit for bit. CIDeltaKDE is refused (combine
+// two DeltaCI with NormalDiff).
+func QuantileDiffCIOrdered(ya, yb OrderStats, p, level float64, opts CIOptions) (Interval, error) {
+	if err := checkDiffArgs(ya.Len(), yb.Len(), p, level, opts.Method); err != nil {
+		return Interval{}, err
+	}
+	return quantileDiffCIOrdered(ya, yb, p, level, opts)
+}
+
+// QuantileDiffCIRanks returns, for samples of na and nb values, the closed
+// 0-based rank ranges QuantileDiffCIOrdered reads from each.
+func QuantileDiffCIRanks(na, nb int, p, level float64, opts CIOptions) (a, b [2]int, err error) {
+	if err := checkDiffArgs(na, nb, p, level, opts.Method); err != nil {
+		return a, b, err
+	}
+	ra, rb := &rankRange{lo: na, hi: -1}, &rankRange{lo: nb, hi: -1}
+	if _, err := quantileDiffCIOrdered(ra.stats(na), rb.stats(nb), p, level, opts); err != nil {
+		return a, b, err
+	}
+	return [2]int{ra.lo, ra.hi}, [2]int{rb.lo, rb.hi}, nil
+}
+
+// CheckDiffCI is the argument and validity check QuantileDiffCI applies
+// to samples of na and nb values, with the same errors.
+func CheckDiffCI(na, nb int, p, level float64, m CIMethod) error { return checkDiffArgs(na, nb, p, level, m) }
+
+// QuantileOrdered is the type-7 p-quantile read from order statistics
+// (ranks ⌊(n−1)p⌋ and the next one).
+func QuantileOrdered(y OrderStats, p float64) float64 { return atRankStats(y, float64(y.Len()-1)*p) }
+
+// checkDiffArgs is the argument and validity check of QuantileDiffCI for
+// samples of na and nb values.
+func checkDiffArgs(na, nb int, p, level float64, m CIMethod) error {
+	if err := checkCIArgs("quantile diff ci: a", na, p, level); err != nil {
+		return err
+	}
+	if err := checkCIArgs("quantile diff ci: b", nb, p, level); err != nil {
+		return err
+	}
 	each := level
-	if opts.Method == CIOrderStatistic {
+	if m == CIOrderStatistic {
 		each = math.Sqrt(level)
 	}
-	qa, qb := quantileSorted(ya, p), quantileSorted(yb, p)
+	if err := CheckCIMethod(m, na, p, each); err != nil {
+		return fmt.Errorf("quantile diff ci: a: %w", err)
+	}
+	if err := CheckCIMethod(m, nb, p, each); err != nil {
+		return fmt.Errorf("quantile diff ci: b: %w", err)
+	}
+	return nil
+}
+
+func quantileDiffCIOrdered(ya, yb OrderStats, p, level float64, opts CIOptions) (Interval, error) {
+	qa := atRankStats(ya, float64(ya.Len()-1)*p)
+	qb := atRankStats(yb, float64(yb.Len()-1)*p)
 	iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: qa - qb}
 	var sa, sb float64
+	var err error
 	switch opts.Method {
 	case CIOrderStatistic:
-		ia, err := orderStatCI(sortedStats(ya), p, each)
+		each := math.Sqrt(level)
+		ia, err := orderStatCI(ya, p, each)
 		if err != nil {
 			return Interval{}, fmt.Errorf("quantile diff ci: a: %w", err)
 		}
-		ib, err := orderStatCI(sortedStats(yb), p, each)
+		ib, err := orderStatCI(yb, p, each)
 		if err != nil {
 			return Interval{}, fmt.Errorf("quantile diff ci: b: %w", err)
 		}
@@ -328,28 +396,33 @@ func quantileDiffCISorted(ya, yb []float64, p, level float64, opts CIOptions) (I
 		rng := rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
 		reps := make([]float64, resamples(opts))
 		for i := range reps {
-			reps[i] = bootQuantile(sortedStats(ya), p, rng) - bootQuantile(sortedStats(yb), p, rng)
+			reps[i] = bootQuantile(ya, p, rng) - bootQuantile(yb, p, rng)
 		}
 		iv.Lower, iv.Upper, iv.SE = percentile(reps, level)
 		return iv, nil
 	case CIMaritzJarrett:
-		if sa, err = maritzJarrett(sortedStats(ya), p); err == nil {
-			sb, err = maritzJarrett(sortedStats(yb), p)
+		if sa, err = maritzJarrett(ya, p); err == nil {
+			sb, err = maritzJarrett(yb, p)
 		}
 	case CIDeltaKDE:
-		if sa, err = deltaKDE(ya, p, qa); err == nil {
-			sb, err = deltaKDE(yb, p, qb)
-		}
+		err = fmt.Errorf("the delta method needs the whole sample, not order statistics")
 	default:
 		err = fmt.Errorf("unknown method %d", opts.Method)
 	}
 	if err != nil {
 		return Interval{}, fmt.Errorf("quantile diff ci: %w", err)
 	}
-	iv.SE = math.Hypot(sa, sb)
+	return NormalDiff(Interval{Method: opts.Method, P: p, Estimate: qa, SE: sa}, Interval{Estimate: qb, SE: sb}, level), nil
+}
+
+// NormalDiff is the normal interval of a.Estimate − b.Estimate with
+// standard error √(a.SE² + b.SE²), the difference interval of
+// Maritz–Jarrett and the delta method (method and p taken from a).
+func NormalDiff(a, b Interval, level float64) Interval {
+	iv := Interval{Method: a.Method, P: a.P, Level: level, Estimate: a.Estimate - b.Estimate, SE: math.Hypot(a.SE, b.SE)}
 	z := mathext.NormalQuantile((1 + level) / 2)
 	iv.Lower, iv.Upper = iv.Estimate-z*iv.SE, iv.Estimate+z*iv.SE
-	return iv, nil
+	return iv
 }
 
 func resamples(o CIOptions) int {

@@ -49,6 +49,9 @@ var distQueries = func() []string {
 			qs = append(qs, fmt.Sprintf(`quantile_ci(%s, 0.95, requests[1h], "%s")`, p, m))
 		}
 		qs = append(qs, fmt.Sprintf(`quantile_ci(%s, 0.95, requests[1h])`, p))
+		for _, m := range []string{"bootstrap", "mj", "delta", "order_statistic"} {
+			qs = append(qs, fmt.Sprintf(`quantile_diff_ci(%s, 0.9, requests{instance="i0"}[1h], requests{instance!="i0"}[1h], "%s")`, p, m))
+		}
 	}
 	qs = append(qs,
 		`tail_mean(0.99, requests{instance="i1"}[1h], "all")`,
@@ -59,6 +62,9 @@ var distQueries = func() []string {
 		`quantile_ci(0.99, 0.95, requests[1h], "maritz_jarrett", "decode")`,
 		`quantile_ci(0.5, 0.95, requests[1h], "delta", "queue")`,
 		`quantile_ci(0.9, 0.8, requests[1h], "order_statistic", "ttft")`,
+		`quantile_diff_ci(0.5, 0.95, requests{instance="i1"}[1h], requests{instance="i2"}[1h])`,
+		`quantile_diff_ci(0.5, 0.95, requests{instance="i1"}[1h], requests{instance="nope"}[1h])`,
+		`quantile_diff_ci(0.9, 0.9, requests{instance="i1"}[1h], requests[1h], "mj", "ttft")`,
 		`tail_mean(0.99, requests{instance="nope"}[1h])`,
 	)
 	return qs
@@ -229,6 +235,13 @@ func TestClusterMatchesOneStore(t *testing.T) {
 // compareAll runs distQueries on one store and on a cluster.
 func compareAll(t *testing.T, one, dist *query.Engine, st storage.Queryable, ts time.Time, n int) {
 	t.Helper()
+	refused := 0
+	defer func() {
+		t.Logf("n=%d: %d of %d queries refused a method at their p and n", n, refused, len(distQueries))
+		if n > 100 && refused > len(distQueries)/2 {
+			t.Errorf("n=%d: %d of %d queries refused: too few compared", n, refused, len(distQueries))
+		}
+	}()
 	for _, q := range distQueries {
 		want, wantAnnos, wantErr := evalErr(t, one, st, q, ts)
 		got, gotAnnos, gotErr := evalErr(t, dist, st, q, ts)
@@ -239,6 +252,7 @@ func compareAll(t *testing.T, one, dist *query.Engine, st storage.Queryable, ts 
 			} else if !errors.Is(gotErr, attribution.ErrInvalidMethod) {
 				t.Errorf("%s: %v", q, gotErr)
 			}
+			refused++
 			continue
 		}
 		if bad := sameRows(want, got, 1e-9); len(bad) > 0 {
