@@ -39,7 +39,7 @@ func (p peerList) Set(s string) error {
 }
 
 func addPeerFlags(fs *flag.FlagSet, c *peersConfig) {
-	fs.Var(peerList{&c.urls}, "records.peer", "URL of another tailroot server whose request records tail_mean, tail_excess, tail_euler, tail_heat, quantile_ci and tail_shapley also read, exactly (repeatable, or comma-separated)")
+	fs.Var(peerList{&c.urls}, "records.peer", "URL of another tailroot server whose request records tail_mean, tail_excess, tail_euler, tail_heat, quantile_ci, quantile_diff_ci and tail_shapley also read, exactly (repeatable, or comma-separated)")
 	fs.StringVar(&c.httpConfig, "records.peer.http-config", "", "file in Prometheus' http_config format (basic_auth, authorization, tls_config, proxy_url) used to reach every --records.peer")
 	fs.BoolVar(&c.partial, "records.partial-response", false, "when a peer does not answer, return the other nodes' answer with a warning instead of an error (a query's partial_response parameter overrides it)")
 }
