@@ -346,7 +346,9 @@ func QuantileDiffCIRanks(na, nb int, p, level float64, opts CIOptions) (a, b [2]
 
 // CheckDiffCI is the argument and validity check QuantileDiffCI applies
 // to samples of na and nb values, with the same errors.
-func CheckDiffCI(na, nb int, p, level float64, m CIMethod) error { return checkDiffArgs(na, nb, p, level, m) }
+func CheckDiffCI(na, nb int, p, level float64, m CIMethod) error {
+	return checkDiffArgs(na, nb, p, level, m)
+}
 
 // QuantileOrdered is the type-7 p-quantile read from order statistics
 // (ranks ⌊(n−1)p⌋ and the next one).
