@@ -255,6 +255,7 @@ func serve(args []string) error {
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
+	c.peers.discoverFrom(cfgHolder.Get(), logger.With("component", "peers"))
 	recordSrc, err := c.peers.source(recordSource, reg)
 	if err != nil {
 		return err
