@@ -134,6 +134,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addDurabilityFlags(fs, c)
 	addForwardFlags(fs, c)
 	addPeerFlags(fs, &c.peers)
+	addRecordsCheckpointFlag(fs, c)
 	c.parquet.registerFlags(fs)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
