@@ -172,9 +172,9 @@ func sortedExp(rng *rand.Rand, x []float64, rate float64) {
 	}
 }
 
-// TestIntervalCoverage: exponential data, P99 = ln(100)/λ. Over 2000
+// TestIntervalCoverage: exponential data, P99 = ln(100)/λ. Over 1000
 // repetitions each 95% interval must cover the true value 93–97% of the
-// time (±4 binomial standard errors around 95%). The symmetric intervals
+// time (±2.9 binomial standard errors around 95%). The symmetric intervals
 // (Maritz–Jarrett, delta) sit slightly below nominal at P99 because the
 // sample P99 is right-skewed: about 94.2–94.5% at n = 20000 in 5000-run
 // simulations, against 94.7% for the bootstrap at n = 10000; the delta
@@ -184,7 +184,7 @@ func TestIntervalCoverage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("coverage simulation: 1000 repetitions per method")
 	}
-	const reps = 2000
+	const reps = 1000
 	ln100 := math.Log(100)
 	cases := []struct {
 		name   string
