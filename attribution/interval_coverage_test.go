@@ -33,14 +33,18 @@ type covDist struct {
 
 var covDists = []covDist{
 	{"exponential(1)", func(e float64) float64 { return e }, func(p float64) float64 { return -math.Log1p(-p) }},
-	{"lognormal(0, 1)",
+	{
+		"lognormal(0, 1)",
 		// u = 1 − exp(−e); Φ⁻¹(u) = −Φ⁻¹(exp(−e)) stays accurate near u = 1.
 		func(e float64) float64 { return math.Exp(-distuv.UnitNormal.Quantile(math.Exp(-e))) },
-		func(p float64) float64 { return math.Exp(distuv.UnitNormal.Quantile(p)) }},
-	{"pareto(α=2.5)",
+		func(p float64) float64 { return math.Exp(distuv.UnitNormal.Quantile(p)) },
+	},
+	{
+		"pareto(α=2.5)",
 		// F⁻¹(u) = (1 − u)^(−1/α) = exp(e/α).
 		func(e float64) float64 { return math.Exp(e / 2.5) },
-		func(p float64) float64 { return math.Pow(1-p, -1/2.5) }},
+		func(p float64) float64 { return math.Pow(1-p, -1/2.5) },
+	},
 }
 
 // sortedDraw fills x with an ascending iid sample of d.
@@ -83,8 +87,10 @@ func runCoverage(d covDist, p float64, n, reps int, seed uint64) []covCell {
 			if diff && m == CIOrderStatistic {
 				each = math.Sqrt(0.95)
 			}
-			cells = append(cells, covCell{method: m, diff: diff, p: p, n: n, dist: d.name, reps: reps,
-				refused: CheckCIMethod(m, n, p, each) != nil})
+			cells = append(cells, covCell{
+				method: m, diff: diff, p: p, n: n, dist: d.name, reps: reps,
+				refused: CheckCIMethod(m, n, p, each) != nil,
+			})
 		}
 	}
 	for rep := range reps {

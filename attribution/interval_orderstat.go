@@ -40,8 +40,10 @@ func OrderStatRanks(n int, p, level float64) (lo, hi int, coverage float64, err 
 	}
 	half := (1 - level) / 2
 	if p == 0 || p == 1 || math.Pow(p, float64(n)) > half || math.Pow(1-p, float64(n)) > half {
-		return 0, 0, 0, &InvalidMethodError{Method: CIOrderStatistic, P: p, N: n, Level: level, MinN: OrderStatMinN(p, level),
-			Reason: "the binomial ranks of the interval fall outside the sample"}
+		return 0, 0, 0, &InvalidMethodError{
+			Method: CIOrderStatistic, P: p, N: n, Level: level, MinN: OrderStatMinN(p, level),
+			Reason: "the binomial ranks of the interval fall outside the sample",
+		}
 	}
 	// upper(s) = P(B ≥ s) falls as s grows; the smallest s with upper(s) ≤ half.
 	upper := func(s int) float64 { return mathext.RegIncBeta(float64(s), float64(n-s+1), p) }
@@ -126,8 +128,10 @@ func OrderStatRanksFor(n int, p, level float64) ([]int, error) {
 // samples, each at level √level, into the interval of the difference of
 // their quantiles at level (see QuantileDiffCI).
 func OrderStatDiff(a, b Interval, level float64) Interval {
-	iv := Interval{Method: CIOrderStatistic, P: a.P, Level: level, Estimate: a.Estimate - b.Estimate,
-		Lower: a.Lower - b.Upper, Upper: a.Upper - b.Lower}
+	iv := Interval{
+		Method: CIOrderStatistic, P: a.P, Level: level, Estimate: a.Estimate - b.Estimate,
+		Lower: a.Lower - b.Upper, Upper: a.Upper - b.Lower,
+	}
 	iv.SE = (iv.Upper - iv.Lower) / (2 * mathext.NormalQuantile((1+level)/2))
 	return iv
 }
