@@ -285,3 +285,43 @@ func coverageTable(cells []covCell, ns []int) string {
 	}
 	return b.String()
 }
+
+// TestOrderStatRanksTight: wherever the interval exists, its exact
+// coverage is at least the level, each tail it leaves out is at most
+// (1 − level)/2, and neither end can move inwards without a tail passing
+// that bound (the ranks are the tightest with the guarantee). The tails
+// are recomputed here with gonum's binomial CDF.
+func TestOrderStatRanksTight(t *testing.T) {
+	for _, level := range []float64{0.8, 0.9, 0.95, 0.99} {
+		for _, p := range []float64{0.01, 0.1, 0.5, 0.75, 0.9, 0.99, 0.999} {
+			for _, n := range []int{2, 7, 40, 99, 368, 1000, 4321, 20000} {
+				lo, hi, cov, err := OrderStatRanks(n, p, level)
+				if n < OrderStatMinN(p, level) {
+					if err == nil {
+						t.Errorf("n=%d p=%v level=%v: ranks %d %d below the minimum n %d", n, p, level, lo, hi, OrderStatMinN(p, level))
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("n=%d p=%v level=%v: %v", n, p, level, err)
+				}
+				b := distuv.Binomial{N: float64(n), P: p}
+				half := (1 - level) / 2
+				// 1-based r = lo+1 and s = hi+1: P(B < r) = CDF(lo), P(B ≥ s) = 1 − CDF(hi).
+				below, above := b.CDF(float64(lo)), 1-b.CDF(float64(hi))
+				if below > half+1e-12 || above > half+1e-12 || cov < level-1e-12 {
+					t.Errorf("n=%d p=%v level=%v: tails %v %v, coverage %v", n, p, level, below, above, cov)
+				}
+				if math.Abs(cov-(1-below-above)) > 1e-9 {
+					t.Errorf("n=%d p=%v level=%v: coverage %v, gonum %v", n, p, level, cov, 1-below-above)
+				}
+				if lo+1 < hi && b.CDF(float64(lo+1)) <= half-1e-9 {
+					t.Errorf("n=%d p=%v level=%v: lower rank %d could move up", n, p, level, lo)
+				}
+				if hi-1 > lo && 1-b.CDF(float64(hi-1)) <= half-1e-9 {
+					t.Errorf("n=%d p=%v level=%v: upper rank %d could move down", n, p, level, hi)
+				}
+			}
+		}
+	}
+}
