@@ -97,6 +97,10 @@ fuzz: ## run every fuzz target for $(FUZZTIME) each
 soak: peers ## long runs: kill -9 the server 100 times during mixed ingest, and forwarding with the receivers stopped for 5 minutes (TAILROOT_SOAK=1)
 	TAILROOT_SOAK=1 $(GO) test -timeout 40m -count=1 -v -run '^TestCrashLoop$$|^TestForwardToThanosReceiveAndPrometheus$$' ./apptest/
 
+.PHONY: ci-coverage
+ci-coverage: ## the full coverage table of the quantile intervals (1000 repetitions per cell, a few minutes), as in docs/functions.md
+	TAILROOT_CI_COVERAGE_REPS=1000 $(GO) test -timeout 30m -count=1 -v -run '^TestIntervalCoverageTable$$' ./attribution/
+
 # Benchmarks by area, so that one area can be measured (and compared with
 # benchstat) in a few minutes; `make bench` runs every group in turn.
 BENCH_COUNT  ?= 6

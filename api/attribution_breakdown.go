@@ -234,7 +234,7 @@ func (a *Attribution) abData(r *http.Request) (*abData, error) {
 	if err != nil {
 		return nil, err
 	}
-	method, err := tailfn.ParseCIMethod(or(r.FormValue("ci_method"), "bootstrap"))
+	method, err := tailfn.ParseCIMethod(or(r.FormValue("ci_method"), tailfn.DefaultCIMethod))
 	if err != nil {
 		return nil, httpapi.BadData("parameter ci_method: %v", err)
 	}
@@ -280,6 +280,11 @@ func (a *Attribution) abData(r *http.Request) (*abData, error) {
 		return nil, errNoRequests
 	}
 	iv, err := attribution.QuantileDiffCI(xb, xa, p, level, attribution.CIOptions{Method: method, Seed: tailfn.BootstrapSeed})
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		// A method below its nominal coverage at this p and n is refused,
+		// never answered: the error names method, p and n.
+		return nil, httpapi.BadData("parameter ci_method: %v", err)
+	}
 	if err != nil {
 		return nil, httpapi.Unprocessable(err)
 	}

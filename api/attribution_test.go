@@ -378,14 +378,37 @@ func TestAttributionBreakdownAndAB(t *testing.T) {
 		}
 	}
 
-	// A/B: model n (S = 1..5) against model m (S = 1..10), Maritz–Jarrett
-	// at the median: a = P50(n) = 3, b = P50(m) = 5.5, diff = 2.5.
+	// A/B: model n (S = 1..5) against model m (S = 1..10) at the median
+	// with the default order-statistic interval at level 0.8: a = P50(n) = 3,
+	// b = P50(m) = 5.5, diff = 2.5. Each group's interval is at √0.8, tails
+	// 0.0528: Binomial(5, ½) gives ranks 1 and 5 ([1, 5]), Binomial(10, ½)
+	// ranks 2 and 9 (P(B < 3) = 0.0547 > 0.0528 ≥ P(B < 2) = 0.0107: [2, 9]),
+	// so b − a lies in [2 − 5, 9 − 1] = [−3, 8].
 	_, env, body = e.get(t, "/api/v1/attribution/ab", url.Values{
-		"a": {`{model_name="n"}`}, "b": {`{model_name="m"}`}, "start": {"0"}, "end": {"300"}, "quantile": {"0.5"}, "ci_method": {"maritz_jarrett"},
+		"a": {`{model_name="n"}`}, "b": {`{model_name="m"}`}, "start": {"0"}, "end": {"300"}, "quantile": {"0.5"}, "level": {"0.8"},
 	})
 	d = env["data"].(map[string]any)
-	if !near(d["a"], 3) || !near(d["b"], 5.5) || !near(d["diff"], 2.5) || !(d["lower"].(float64) < 2.5 && d["upper"].(float64) > 2.5) || d["a_requests"] != 5.0 || d["b_requests"] != 10.0 {
+	if !near(d["a"], 3) || !near(d["b"], 5.5) || !near(d["diff"], 2.5) || !near(d["lower"], -3) || !near(d["upper"], 8) ||
+		d["method"] != "order_statistic" || d["a_requests"] != 5.0 || d["b_requests"] != 10.0 {
 		t.Errorf("ab %s", body)
+	}
+	// Maritz–Jarrett with five values is below its nominal coverage: 400,
+	// naming the method, p and n; so is the order statistic at level 0.95
+	// (five values cannot bound the median at √0.95).
+	for _, m := range []string{"maritz_jarrett", "delta", "bootstrap", ""} {
+		code, _, body := e.get(t, "/api/v1/attribution/ab", url.Values{
+			"a": {`{model_name="n"}`}, "b": {`{model_name="m"}`}, "start": {"0"}, "end": {"300"}, "quantile": {"0.5"}, "ci_method": {m},
+		})
+		want := m
+		if m == "" {
+			want = "order_statistic"
+		}
+		if m == "delta" {
+			want = "delta_kde"
+		}
+		if code != http.StatusBadRequest || !strings.Contains(string(body), "method "+want+" is not valid at p=0.5 with n=") || !strings.Contains(string(body), "bad_data") {
+			t.Errorf("ab ci_method=%q: %d %s, want 400 naming the method, p and n", m, code, body)
+		}
 	}
 	code, _, body = e.get(t, "/api/v1/attribution/ab", url.Values{"a": {`{model_name="n"}`}, "start": {"0"}, "end": {"300"}})
 	if code != http.StatusBadRequest {

@@ -101,12 +101,20 @@ func TestPeersExactTails(t *testing.T) {
 			queries = append(queries, fmt.Sprintf(`%s(%s, requests%s, "all")`, f, p, w))
 		}
 		queries = append(queries, fmt.Sprintf(`tail_shapley(%s, requests%s, requests%s, "all")`, p, now, base))
-		for _, m := range []string{"bootstrap", "maritz_jarrett", "delta"} {
-			queries = append(queries, fmt.Sprintf(`quantile_ci(%s, 0.95, requests%s, "%s")`, p, w, m))
-		}
-		queries = append(queries, fmt.Sprintf(`quantile_ci(%s, 0.95, requests%s, "bootstrap", "ttft")`, p, w))
+		// The default order-statistic interval, and its difference.
+		queries = append(queries, fmt.Sprintf(`quantile_ci(%s, 0.95, requests%s)`, p, w),
+			fmt.Sprintf(`quantile_diff_ci(%s, 0.95, requests{instance="vllm-1"}%s, requests{instance!="vllm-1"}%s)`, p, w, w))
 	}
-	queries = append(queries, `tail_mean(0.99, requests{instance="vllm-1"}`+w+`, "all")`)
+	// The other methods where 4000 requests are enough for them (the
+	// bootstrap at P90 reads ~150 order statistics, under the cap of 256
+	// past which the cluster answers by the order statistic instead; the
+	// delta method is accepted at P50 from n = 2000).
+	queries = append(queries, `tail_mean(0.99, requests{instance="vllm-1"}`+w+`, "all")`,
+		`quantile_ci(0.9, 0.95, requests`+w+`, "bootstrap")`,
+		`quantile_ci(0.9, 0.95, requests`+w+`, "bootstrap", "ttft")`,
+		`quantile_ci(0.5, 0.95, requests`+w+`, "delta")`)
+	// Methods below nominal coverage at this p and n are refused by both.
+	refused := []string{`quantile_ci(0.99, 0.95, requests` + w + `, "delta")`, `quantile_ci(0.99, 0.95, requests` + w + `, "maritz_jarrett")`}
 
 	hash, err := bcrypt.GenerateFromPassword([]byte("peer-pass"), bcrypt.MinCost)
 	if err != nil {
@@ -165,6 +173,13 @@ func TestPeersExactTails(t *testing.T) {
 				}
 				if len(bad) > 0 {
 					t.Errorf("%s:\n%s", q, strings.Join(bad, "\n"))
+				}
+			}
+			for _, q := range refused {
+				_, wr, wcode := queryRows(t, all, q, ts, nil)
+				_, gr, gcode := queryRows(t, a, q, ts, nil)
+				if wr.Status != "error" || gr.Status != "error" || wr.Error != gr.Error || wcode != gcode || !strings.Contains(gr.Error, "is not valid at p=0.99 with n=") {
+					t.Errorf("%s: one server %d %q, cluster %d %q; want the same refusal naming p and n", q, wcode, wr.Error, gcode, gr.Error)
 				}
 			}
 			if skewed {

@@ -42,7 +42,11 @@
 //	histograms:    HistogramMeans (exact with sums), ComonotonicBound (upper
 //	               bound, any dependence), IndependenceEstimate,
 //	               ComonotonicQuantile
-//	samples:       QuantileCI, QuantileDiffCI
+//	samples:       QuantileCI, QuantileDiffCI (CIOrderStatistic, the
+//	               distribution-free default, or the bootstrap,
+//	               Maritz–Jarrett and delta methods, each refused by
+//	               CheckCIMethod at a p and n where it covers less than
+//	               nominal: ErrInvalidMethod)
 //
 // Invariants: tail-mean, excess and Shapley contributions add up to their
 // target to rounding (Residual ≈ 0); the true records value lies within the

@@ -36,9 +36,16 @@ const (
 	// error se = √(p(1−p)/n) / f̂(est), f̂ a Gaussian kernel density estimate
 	// with Silverman's bandwidth 0.9·min(sd, IQR/1.349)·n^(−1/5).
 	CIDeltaKDE
+	// CIOrderStatistic is the distribution-free interval [x_(r), x_(s)]
+	// with exact binomial ranks (see OrderStatRanks): coverage at least
+	// level for every n, p and continuous distribution, where it exists.
+	// It is the default of quantile_ci, quantile_diff_ci and
+	// /api/v1/attribution/ab; the estimate is the type-7 quantile.
+	CIOrderStatistic
 )
 
-// String returns "bootstrap", "maritz_jarrett" or "delta_kde".
+// String returns "bootstrap", "maritz_jarrett", "delta_kde" or
+// "order_statistic".
 func (m CIMethod) String() string {
 	switch m {
 	case CIBootstrap:
@@ -47,6 +54,8 @@ func (m CIMethod) String() string {
 		return "maritz_jarrett"
 	case CIDeltaKDE:
 		return "delta_kde"
+	case CIOrderStatistic:
+		return "order_statistic"
 	}
 	return fmt.Sprintf("ci_method(%d)", uint8(m))
 }
@@ -86,8 +95,18 @@ func QuantileCI(x []float64, p, level float64, opts CIOptions) (Interval, error)
 	if err != nil {
 		return Interval{}, err
 	}
+	if err := CheckCIMethod(opts.Method, len(y), p, level); err != nil {
+		return Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
+	return quantileCISorted(y, p, level, opts)
+}
+
+// quantileCISorted is QuantileCI on an ascending sample without the
+// validity check (the coverage simulation measures refused methods too).
+func quantileCISorted(y []float64, p, level float64, opts CIOptions) (Interval, error) {
 	if opts.Method == CIDeltaKDE {
 		iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: quantileSorted(y, p)}
+		var err error
 		if iv.SE, err = deltaKDE(y, p, iv.Estimate); err != nil {
 			return Interval{}, fmt.Errorf("quantile ci: %w", err)
 		}
@@ -121,6 +140,9 @@ func QuantileCIRanks(n int, p, level float64, opts CIOptions) (lo, hi int, err e
 	if err := checkCIArgs("quantile ci", n, p, level); err != nil {
 		return 0, 0, err
 	}
+	if err := CheckCIMethod(opts.Method, n, p, level); err != nil {
+		return 0, 0, fmt.Errorf("quantile ci: %w", err)
+	}
 	r := &rankRange{lo: n, hi: -1}
 	if _, err := quantileCIOrdered(r.stats(n), p, level, opts); err != nil {
 		return 0, 0, err
@@ -152,6 +174,9 @@ func QuantileCIOrdered(y OrderStats, p, level float64, opts CIOptions) (Interval
 	if err := checkCIArgs("quantile ci", y.Len(), p, level); err != nil {
 		return Interval{}, err
 	}
+	if err := CheckCIMethod(opts.Method, y.Len(), p, level); err != nil {
+		return Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
 	return quantileCIOrdered(y, p, level, opts)
 }
 
@@ -169,6 +194,10 @@ func quantileCIOrdered(y OrderStats, p, level float64, opts CIOptions) (Interval
 		return iv, nil
 	case CIMaritzJarrett:
 		iv.SE, err = maritzJarrett(y, p)
+	case CIOrderStatistic:
+		if iv, err = orderStatCI(y, p, level); err == nil {
+			return iv, nil
+		}
 	case CIDeltaKDE:
 		err = fmt.Errorf("the delta method needs the whole sample, not order statistics")
 	default:
@@ -231,6 +260,9 @@ func DeltaCI(s DeltaSummary, p, level float64) (Interval, error) {
 	if err := checkCIArgs("quantile ci", s.N, p, level); err != nil {
 		return Interval{}, err
 	}
+	if err := CheckCIMethod(CIDeltaKDE, s.N, p, level); err != nil {
+		return Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
 	iv := Interval{Method: CIDeltaKDE, P: p, Level: level, Estimate: s.Estimate}
 	var err error
 	if iv.SE, err = deltaSE(s, p); err != nil {
@@ -243,6 +275,11 @@ func DeltaCI(s DeltaSummary, p, level float64) (Interval, error) {
 // a and b independent samples (two label sets, two versions). Bootstrap:
 // independent replicates of each quantile, differenced, percentile
 // interval. Maritz–Jarrett and delta: est ± z·√(se_a² + se_b²).
+// Order statistic: [L_a − U_b, U_a − L_b] from the two order-statistic
+// intervals at level √level each; both cover with probability at least
+// √level·√level = level (the samples are independent), and when both do
+// the difference lies in that range, so it too is distribution-free.
+// Each sample must pass CheckCIMethod (at √level for the order statistic).
 func QuantileDiffCI(a, b []float64, p, level float64, opts CIOptions) (Interval, error) {
 	ya, err := checkCI("quantile diff ci: a", a, p, level)
 	if err != nil {
@@ -252,36 +289,142 @@ func QuantileDiffCI(a, b []float64, p, level float64, opts CIOptions) (Interval,
 	if err != nil {
 		return Interval{}, err
 	}
-	qa, qb := quantileSorted(ya, p), quantileSorted(yb, p)
+	each := level
+	if opts.Method == CIOrderStatistic {
+		each = math.Sqrt(level)
+	}
+	if err := CheckCIMethod(opts.Method, len(ya), p, each); err != nil {
+		return Interval{}, fmt.Errorf("quantile diff ci: a: %w", err)
+	}
+	if err := CheckCIMethod(opts.Method, len(yb), p, each); err != nil {
+		return Interval{}, fmt.Errorf("quantile diff ci: b: %w", err)
+	}
+	return quantileDiffCISorted(ya, yb, p, level, opts)
+}
+
+// quantileDiffCISorted is QuantileDiffCI on ascending samples without the
+// validity check.
+func quantileDiffCISorted(ya, yb []float64, p, level float64, opts CIOptions) (Interval, error) {
+	if opts.Method == CIDeltaKDE {
+		qa, qb := quantileSorted(ya, p), quantileSorted(yb, p)
+		sa, err := deltaKDE(ya, p, qa)
+		if err == nil {
+			var sb float64
+			if sb, err = deltaKDE(yb, p, qb); err == nil {
+				return NormalDiff(Interval{Method: CIDeltaKDE, P: p, Estimate: qa, SE: sa}, Interval{Estimate: qb, SE: sb}, level), nil
+			}
+		}
+		return Interval{}, fmt.Errorf("quantile diff ci: %w", err)
+	}
+	return quantileDiffCIOrdered(sortedStats(ya), sortedStats(yb), p, level, opts)
+}
+
+// QuantileDiffCIOrdered is QuantileDiffCI over order statistics for the
+// bootstrap, Maritz–Jarrett and the order statistic: given the values of
+// the ranks QuantileDiffCIRanks names for each sample, it returns
+// QuantileDiffCI's interval bit for bit. CIDeltaKDE is refused (combine
+// two DeltaCI with NormalDiff).
+func QuantileDiffCIOrdered(ya, yb OrderStats, p, level float64, opts CIOptions) (Interval, error) {
+	if err := checkDiffArgs(ya.Len(), yb.Len(), p, level, opts.Method); err != nil {
+		return Interval{}, err
+	}
+	return quantileDiffCIOrdered(ya, yb, p, level, opts)
+}
+
+// QuantileDiffCIRanks returns, for samples of na and nb values, the closed
+// 0-based rank ranges QuantileDiffCIOrdered reads from each.
+func QuantileDiffCIRanks(na, nb int, p, level float64, opts CIOptions) (a, b [2]int, err error) {
+	if err := checkDiffArgs(na, nb, p, level, opts.Method); err != nil {
+		return a, b, err
+	}
+	ra, rb := &rankRange{lo: na, hi: -1}, &rankRange{lo: nb, hi: -1}
+	if _, err := quantileDiffCIOrdered(ra.stats(na), rb.stats(nb), p, level, opts); err != nil {
+		return a, b, err
+	}
+	return [2]int{ra.lo, ra.hi}, [2]int{rb.lo, rb.hi}, nil
+}
+
+// CheckDiffCI is the argument and validity check QuantileDiffCI applies
+// to samples of na and nb values, with the same errors.
+func CheckDiffCI(na, nb int, p, level float64, m CIMethod) error {
+	return checkDiffArgs(na, nb, p, level, m)
+}
+
+// QuantileOrdered is the type-7 p-quantile read from order statistics
+// (ranks ⌊(n−1)p⌋ and the next one).
+func QuantileOrdered(y OrderStats, p float64) float64 { return atRankStats(y, float64(y.Len()-1)*p) }
+
+// checkDiffArgs is the argument and validity check of QuantileDiffCI for
+// samples of na and nb values.
+func checkDiffArgs(na, nb int, p, level float64, m CIMethod) error {
+	if err := checkCIArgs("quantile diff ci: a", na, p, level); err != nil {
+		return err
+	}
+	if err := checkCIArgs("quantile diff ci: b", nb, p, level); err != nil {
+		return err
+	}
+	each := level
+	if m == CIOrderStatistic {
+		each = math.Sqrt(level)
+	}
+	if err := CheckCIMethod(m, na, p, each); err != nil {
+		return fmt.Errorf("quantile diff ci: a: %w", err)
+	}
+	if err := CheckCIMethod(m, nb, p, each); err != nil {
+		return fmt.Errorf("quantile diff ci: b: %w", err)
+	}
+	return nil
+}
+
+func quantileDiffCIOrdered(ya, yb OrderStats, p, level float64, opts CIOptions) (Interval, error) {
+	qa := atRankStats(ya, float64(ya.Len()-1)*p)
+	qb := atRankStats(yb, float64(yb.Len()-1)*p)
 	iv := Interval{Method: opts.Method, P: p, Level: level, Estimate: qa - qb}
 	var sa, sb float64
+	var err error
 	switch opts.Method {
+	case CIOrderStatistic:
+		each := math.Sqrt(level)
+		ia, err := orderStatCI(ya, p, each)
+		if err != nil {
+			return Interval{}, fmt.Errorf("quantile diff ci: a: %w", err)
+		}
+		ib, err := orderStatCI(yb, p, each)
+		if err != nil {
+			return Interval{}, fmt.Errorf("quantile diff ci: b: %w", err)
+		}
+		return OrderStatDiff(ia, ib, level), nil
 	case CIBootstrap:
 		rng := rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
 		reps := make([]float64, resamples(opts))
 		for i := range reps {
-			reps[i] = bootQuantile(sortedStats(ya), p, rng) - bootQuantile(sortedStats(yb), p, rng)
+			reps[i] = bootQuantile(ya, p, rng) - bootQuantile(yb, p, rng)
 		}
 		iv.Lower, iv.Upper, iv.SE = percentile(reps, level)
 		return iv, nil
 	case CIMaritzJarrett:
-		if sa, err = maritzJarrett(sortedStats(ya), p); err == nil {
-			sb, err = maritzJarrett(sortedStats(yb), p)
+		if sa, err = maritzJarrett(ya, p); err == nil {
+			sb, err = maritzJarrett(yb, p)
 		}
 	case CIDeltaKDE:
-		if sa, err = deltaKDE(ya, p, qa); err == nil {
-			sb, err = deltaKDE(yb, p, qb)
-		}
+		err = fmt.Errorf("the delta method needs the whole sample, not order statistics")
 	default:
 		err = fmt.Errorf("unknown method %d", opts.Method)
 	}
 	if err != nil {
 		return Interval{}, fmt.Errorf("quantile diff ci: %w", err)
 	}
-	iv.SE = math.Hypot(sa, sb)
+	return NormalDiff(Interval{Method: opts.Method, P: p, Estimate: qa, SE: sa}, Interval{Estimate: qb, SE: sb}, level), nil
+}
+
+// NormalDiff is the normal interval of a.Estimate − b.Estimate with
+// standard error √(a.SE² + b.SE²), the difference interval of
+// Maritz–Jarrett and the delta method (method and p taken from a).
+func NormalDiff(a, b Interval, level float64) Interval {
+	iv := Interval{Method: a.Method, P: a.P, Level: level, Estimate: a.Estimate - b.Estimate, SE: math.Hypot(a.SE, b.SE)}
 	z := mathext.NormalQuantile((1 + level) / 2)
 	iv.Lower, iv.Upper = iv.Estimate-z*iv.SE, iv.Estimate+z*iv.SE
-	return iv, nil
+	return iv
 }
 
 func resamples(o CIOptions) int {

@@ -32,7 +32,7 @@ func (w windowStats) At(r int) float64 {
 // span is a small part of a large sample.
 func TestQuantileCIOrderedMatches(t *testing.T) {
 	for _, n := range []int{2, 10, 1000, 100000} {
-		for _, m := range []CIMethod{CIBootstrap, CIMaritzJarrett} {
+		for _, m := range []CIMethod{CIBootstrap, CIMaritzJarrett, CIOrderStatistic} {
 			for _, p := range []float64{0.5, 0.9, 0.99} {
 				t.Run(fmt.Sprintf("n=%d/%s/p=%v", n, m, p), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(n), 7))
@@ -72,7 +72,7 @@ func TestQuantileCIOrderedMatches(t *testing.T) {
 // method on the whole sample.
 func TestDeltaCIMatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	x := make([]float64, 5000)
+	x := make([]float64, 10000)
 	for i := range x {
 		x[i] = rng.ExpFloat64()
 	}
@@ -108,6 +108,43 @@ func TestDeltaCIMatches(t *testing.T) {
 	for _, c := range [][2]float64{{got.Lower, want.Lower}, {got.Upper, want.Upper}, {got.SE, want.SE}, {got.Estimate, want.Estimate}} {
 		if math.Abs(c[0]-c[1]) > 1e-12*math.Abs(c[1]) {
 			t.Errorf("delta from sums %+v, want %+v", got, want)
+		}
+	}
+}
+
+// TestQuantileDiffCIOrderedMatches: the difference intervals from only the
+// ranks QuantileDiffCIRanks names equal QuantileDiffCI's bit for bit.
+func TestQuantileDiffCIOrderedMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	a, b := make([]float64, 30000), make([]float64, 20000)
+	for i := range a {
+		a[i] = math.Exp(rng.NormFloat64())
+	}
+	for i := range b {
+		b[i] = 1.2 * math.Exp(rng.NormFloat64())
+	}
+	ya, yb := slices.Clone(a), slices.Clone(b)
+	slices.Sort(ya)
+	slices.Sort(yb)
+	for _, m := range []CIMethod{CIBootstrap, CIMaritzJarrett, CIOrderStatistic} {
+		for _, p := range []float64{0.5, 0.99} {
+			opts := CIOptions{Method: m, Seed: 3}
+			want, err := QuantileDiffCI(a, b, p, 0.9, opts)
+			if err != nil {
+				t.Fatalf("%s p=%v: %v", m, p, err)
+			}
+			ra, rb, err := QuantileDiffCIRanks(len(a), len(b), p, 0.9, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := QuantileDiffCIOrdered(windowStats{t: t, n: len(a), off: ra[0], v: ya[ra[0] : ra[1]+1]},
+				windowStats{t: t, n: len(b), off: rb[0], v: yb[rb[0] : rb[1]+1]}, p, 0.9, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%s p=%v: ordered %+v, want %+v", m, p, got, want)
+			}
 		}
 	}
 }

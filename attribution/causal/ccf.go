@@ -3,6 +3,8 @@ package causal
 import (
 	"fmt"
 	"math"
+
+	"gonum.org/v1/gonum/mathext"
 )
 
 // z975 is the 0.975 quantile of the standard normal distribution.
@@ -132,12 +134,40 @@ type CCFResult struct {
 	Corr []float64
 	N    []int
 	// BestLag maximises |Corr| (ties to the smaller |lag|, then the positive
-	// lag); BestCorr is its correlation and [Lower, Upper] its approximate
-	// 95% interval by the Fisher transform:
-	//   tanh(atanh(r) ∓ 1.959964/sqrt(N − 3)).
+	// lag); BestCorr is its correlation and [Lower, Upper] its 95% interval
+	// by the Fisher transform, corrected for having chosen the lag:
+	//
+	//   tanh(atanh(r) ∓ z_K/sqrt(N − 3)),  z_K = Φ⁻¹(1 − (1 − 0.95^(1/K))/2)
+	//
+	// with K = 2·maxLag + 1 the lags searched (Šidák). The plain interval
+	// (z = 1.96) is valid for one lag fixed in advance; reported at the lag
+	// that maximises |r| it excludes zero for most unrelated pairs, since
+	// the maximum of K near-independent |r| (x is white after the filter)
+	// exceeds 1.96/√N far more often than 5 %. With z_K the chance that any
+	// of the K intervals excludes zero under no relation is 1 − 0.95 = 5 %
+	// for independent lags and at most that (Šidák's inequality) otherwise.
 	BestLag      int
 	BestCorr     float64
 	Lower, Upper float64
+	// PValue is the Šidák-adjusted p-value of BestCorr against no
+	// correlation at any lag: 1 − (1 − p₁)^K with p₁ = 2·(1 − Φ(|atanh r|·√(N − 3))).
+	// It is below 0.05 exactly when [Lower, Upper] excludes zero.
+	PValue float64
+	// Searched is K, the number of lags the maximum was taken over.
+	Searched int
+}
+
+// sidakZ returns the two-sided normal critical value for a family of k
+// tests at family-wise level: Φ⁻¹(1 − (1 − level^(1/k))/2).
+func sidakZ(level float64, k int) float64 {
+	// 1 − level^(1/k) = −expm1(log(level)/k), kept accurate for large k.
+	alpha := -math.Expm1(math.Log(level) / float64(k))
+	return -mathext.NormalQuantile(alpha / 2)
+}
+
+// sidakP returns 1 − (1 − p)^k, accurate for small p.
+func sidakP(p float64, k int) float64 {
+	return -math.Expm1(float64(k) * math.Log1p(-p))
 }
 
 // PrewhitenedCCF cross-correlates x and y at lags −maxLag..maxLag after
@@ -194,8 +224,12 @@ func PrewhitenedCCF(x, y Series, maxLag, maxOrder int) (*CCFResult, error) {
 		}
 	}
 	nb := m - abs(res.BestLag)
-	z, h := math.Atanh(res.BestCorr), z975/math.Sqrt(float64(nb-3))
+	res.Searched = len(res.Lags)
+	se := 1 / math.Sqrt(float64(nb-3))
+	z, h := math.Atanh(res.BestCorr), sidakZ(0.95, res.Searched)*se
 	res.Lower, res.Upper = math.Tanh(z-h), math.Tanh(z+h)
+	// p₁ = 2·(1 − Φ(|z|/se)) = erfc(|z|/(se·√2)).
+	res.PValue = sidakP(math.Erfc(math.Abs(z)/se/math.Sqrt2), res.Searched)
 	return res, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // x = 1..5 by hand: deviations −2 −1 0 1 2;
@@ -125,7 +126,13 @@ func TestPrewhitenedCCF(t *testing.T) {
 			t.Errorf("lag %d: N = %d, want %d", k, res.N[i], m-abs(k))
 		}
 	}
-	h := 1.959963984540054 / math.Sqrt(float64(m-3-3))
+	// 13 lags searched: the Šidák critical value Φ⁻¹(1 − (1 − 0.95^(1/13))/2),
+	// computed here from gonum's normal quantile.
+	zk := distuv.UnitNormal.Quantile(1 - (1-math.Pow(0.95, 1.0/13))/2)
+	if res.Searched != 13 {
+		t.Errorf("searched %d lags, want 13", res.Searched)
+	}
+	h := zk / math.Sqrt(float64(m-3-3))
 	checkNear(t, "lower", res.Lower, math.Tanh(math.Atanh(res.BestCorr)-h), 1e-14)
 	checkNear(t, "upper", res.Upper, math.Tanh(math.Atanh(res.BestCorr)+h), 1e-14)
 

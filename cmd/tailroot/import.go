@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tailroot/tailroot/ingest"
@@ -39,6 +40,7 @@ func importCommand(args []string) error {
 	server := fs.String("server", "http://127.0.0.1:9490", "URL of the tailroot server")
 	format := fs.String("format", "auto", "ndjson, csv, vllm-bench (benchmark_serving.py --save-result JSON), openmetrics (series) or auto (by extension: .ndjson/.jsonl, .csv, .json, .om/.prom)")
 	batch := fs.Int("batch", 5000, "records per push")
+	chunk := fs.Int("chunk", defaultImportChunk, "records read, deduplicated, sorted by end time and pushed together; memory is bounded by one chunk")
 	progress := fs.String("progress", "auto", "progress bar: auto (when stderr is a terminal), always or never")
 	dedup := fs.Bool("dedup", true, "skip records whose id the server already holds")
 	timeout := fs.Duration("timeout", 2*time.Minute, "HTTP timeout per request")
@@ -58,14 +60,24 @@ func importCommand(args []string) error {
 	if *batch < 1 {
 		return fmt.Errorf("--batch %d: want ≥ 1", *batch)
 	}
+	if *chunk < 1 {
+		return fmt.Errorf("--chunk %d: want ≥ 1", *chunk)
+	}
 	show, err := showProgress(*progress)
 	if err != nil {
 		return err
 	}
 	im := &importer{
-		server: strings.TrimRight(*server, "/"), batch: *batch, dedup: *dedup,
+		server: strings.TrimRight(*server, "/"), batch: *batch, chunk: *chunk, dedup: *dedup,
 		client: &http.Client{Timeout: *timeout}, out: os.Stdout, bar: newProgressBar(os.Stderr, show),
 	}
+	var total int64
+	for _, path := range fs.Args() {
+		if fi, err := os.Stat(path); err == nil {
+			total += fi.Size()
+		}
+	}
+	im.bar.start(total, &im.read)
 	for _, path := range fs.Args() {
 		f := *format
 		if f == "auto" {
@@ -118,17 +130,46 @@ type line struct {
 	end  int64 // arrival + end-to-end, Unix ms
 }
 
+// defaultImportChunk is --chunk's default: 100,000 records, about 25 MB
+// of NDJSON held at once.
+const defaultImportChunk = 100000
+
+// maxReasons is how many rejections an import keeps with their reasons;
+// the rest are counted.
+const maxReasons = 1000
+
+// importer streams its input: records are read, validated and queued
+// until a chunk is full, and each chunk is deduplicated (against the
+// server and within itself), sorted by end time and pushed before the next
+// is read, so memory holds one chunk whatever the input's size.
 type importer struct {
 	server string
 	batch  int
+	// chunk is the records per chunk; zero or negative means
+	// defaultImportChunk.
+	chunk  int
 	dedup  bool
 	client *http.Client
 	out    io.Writer
 	bar    *progressBar
 
-	lines    []line
-	samples  []omSample
-	rejected []rejection
+	lines     []line
+	samples   []omSample
+	rejected  []rejection // the first maxReasons
+	nRejected int
+	sum       importSummary // of the chunks pushed so far
+	sent      int
+	started   time.Time
+	read      atomic.Int64 // input bytes read, for the progress bar
+	flushErr  error
+}
+
+// reject records a rejected input record.
+func (im *importer) reject(src, reason string) {
+	im.nRejected++
+	if len(im.rejected) < maxReasons {
+		im.rejected = append(im.rejected, rejection{src, reason})
+	}
 }
 
 type rejection struct{ src, reason string }
@@ -152,23 +193,33 @@ func (im *importer) load(path, format string) error {
 		return fmt.Errorf("open: %w", err)
 	}
 	defer f.Close()
+	in := &countingReader{r: f, n: &im.read}
 	emit := func(n int, js []byte, err error) {
+		if im.flushErr != nil {
+			return
+		}
 		src := fmt.Sprintf("%s:%d", path, n)
 		if err != nil {
-			im.rejected = append(im.rejected, rejection{src, err.Error()})
+			im.reject(src, err.Error())
 			return
 		}
 		im.emitLine(src, js)
+		if len(im.lines) >= im.chunkSize() {
+			im.flushErr = im.flush(context.Background())
+		}
 	}
 	switch format {
 	case "ndjson":
-		err = readNDJSON(f, emit)
+		err = readNDJSON(in, emit)
 	case "csv":
-		err = readCSV(f, emit)
+		err = readCSV(in, emit)
 	case "vllm-bench":
-		err = readVLLMBench(f, filepath.Base(path), emit)
+		err = readVLLMBench(in, filepath.Base(path), emit)
 	default:
 		return fmt.Errorf("--format %q: want ndjson, csv, vllm-bench, openmetrics or auto", format)
+	}
+	if im.flushErr != nil {
+		return im.flushErr
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -176,11 +227,30 @@ func (im *importer) load(path, format string) error {
 	return nil
 }
 
+func (im *importer) chunkSize() int {
+	if im.chunk > 0 {
+		return im.chunk
+	}
+	return defaultImportChunk
+}
+
+// countingReader adds the bytes read to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n.Add(int64(k))
+	return k, err
+}
+
 // emitLine validates one NDJSON record and queues it.
 func (im *importer) emitLine(src string, js []byte) {
 	it, err := ingest.DecodeRequestLine(js, ingest.RequestLimits{})
 	if err != nil {
-		im.rejected = append(im.rejected, rejection{src, err.Error()})
+		im.reject(src, err.Error())
 		return
 	}
 	r := &it.Record
@@ -213,23 +283,45 @@ func (s importSummary) print(w io.Writer) {
 	}
 	for i, r := range s.Reasons {
 		if i == 20 {
-			fmt.Fprintf(w, "  … and %d more rejected\n", len(s.Reasons)-i)
+			fmt.Fprintf(w, "  … and %d more rejected\n", s.Rejected+s.SamplesRejected-i)
 			break
 		}
 		fmt.Fprintf(w, "  %s: %s\n", r.src, r.reason)
 	}
 }
 
+// run pushes what is still queued, then the series samples, and returns
+// the summary of the whole import.
 func (im *importer) run(ctx context.Context) (importSummary, error) {
-	start := time.Now()
-	sum := importSummary{}
-	todo, skipped, err := im.fresh(ctx)
-	sum.Skipped = skipped
-	if err != nil {
-		sum.Rejected, sum.Reasons, sum.Seconds = len(im.rejected), im.rejected, time.Since(start).Seconds()
-		return sum, err
+	err := im.flush(ctx)
+	im.bar.done()
+	sum := im.sum
+	if err == nil {
+		err = im.pushSamples(ctx, &sum)
 	}
-	im.bar.start(len(todo))
+	sum.Rejected = im.nRejected
+	sum.Reasons = append(slices.Clone(im.rejected), sum.Reasons...)
+	sort.SliceStable(sum.Reasons, func(a, b int) bool { return sum.Reasons[a].src < sum.Reasons[b].src })
+	sum.Seconds = time.Since(im.startTime()).Seconds()
+	return sum, err
+}
+
+func (im *importer) startTime() time.Time {
+	if im.started.IsZero() {
+		im.started = time.Now()
+	}
+	return im.started
+}
+
+// flush deduplicates, sorts and pushes the queued chunk, adding to
+// im.sum, and empties the queue.
+func (im *importer) flush(ctx context.Context) error {
+	im.startTime()
+	todo, skipped, err := im.fresh(ctx)
+	im.sum.Skipped += skipped
+	if err != nil {
+		return err
+	}
 	var body bytes.Buffer
 	for i := 0; i < len(todo); i += im.batch {
 		part := todo[i:min(i+im.batch, len(todo))]
@@ -240,27 +332,20 @@ func (im *importer) run(ctx context.Context) (importSummary, error) {
 		}
 		res, err := im.push(ctx, body.Bytes())
 		if err != nil {
-			im.bar.done()
-			sum.Rejected, sum.Reasons, sum.Seconds = len(im.rejected), im.rejected, time.Since(start).Seconds()
-			return sum, fmt.Errorf("push records %s…: %w (rerun to resume: stored records are skipped)", part[0].src, err)
+			return fmt.Errorf("push records %s…: %w (rerun to resume: stored records are skipped)", part[0].src, err)
 		}
-		sum.Accepted += res.Accepted
+		im.sum.Accepted += res.Accepted
 		for _, le := range res.Rejected {
 			if le.Line >= 1 && le.Line <= len(part) {
-				im.rejected = append(im.rejected, rejection{part[le.Line-1].src, le.Error})
+				im.reject(part[le.Line-1].src, le.Error)
 			}
 		}
-		im.bar.set(i+len(part), sum.Accepted)
+		im.sent += len(part)
+		im.bar.set(im.sent, im.sum.Accepted)
 	}
-	im.bar.done()
-	if err := im.pushSamples(ctx, &sum); err != nil {
-		sum.Rejected, sum.Reasons, sum.Seconds = len(im.rejected), append(im.rejected, sum.Reasons...), time.Since(start).Seconds()
-		return sum, err
-	}
-	sum.Rejected, sum.Reasons = len(im.rejected), append(im.rejected, sum.Reasons...)
-	sort.SliceStable(sum.Reasons, func(a, b int) bool { return sum.Reasons[a].src < sum.Reasons[b].src })
-	sum.Seconds = time.Since(start).Seconds()
-	return sum, nil
+	clear(im.lines)
+	im.lines = im.lines[:0]
+	return nil
 }
 
 // fresh returns the lines to send: without repeats in the files and, with
@@ -394,24 +479,30 @@ func (im *importer) push(ctx context.Context, body []byte) (ingest.PushResult, e
 // progressBar draws "[####----]  45%  450000/1000000  82000 records/s" on
 // a terminal, redrawn in place; it draws nothing when off.
 type progressBar struct {
-	w     io.Writer
-	on    bool
-	total int
-	t0    time.Time
-	last  time.Time
+	w              io.Writer
+	on             bool
+	sent, accepted int           // last drawn or skipped
+	total          int64         // input bytes
+	read           *atomic.Int64 // input bytes read so far
+	t0             time.Time
+	last           time.Time
 }
 
 func newProgressBar(w io.Writer, on bool) *progressBar { return &progressBar{w: w, on: on} }
 
-func (p *progressBar) start(total int) {
-	p.total, p.t0 = total, time.Now()
+// start begins a bar over total input bytes, read counting those read.
+func (p *progressBar) start(total int64, read *atomic.Int64) {
+	p.total, p.read, p.t0 = total, read, time.Now()
 	p.draw(0, 0, true)
 }
 
-func (p *progressBar) set(sent, accepted int) { p.draw(sent, accepted, sent == p.total) }
+func (p *progressBar) set(sent, accepted int) {
+	p.sent, p.accepted = sent, accepted
+	p.draw(sent, accepted, false)
+}
 
 func (p *progressBar) draw(sent, accepted int, force bool) {
-	if !p.on || p.total == 0 {
+	if !p.on || p.total <= 0 || p.read == nil {
 		return
 	}
 	now := time.Now()
@@ -420,16 +511,19 @@ func (p *progressBar) draw(sent, accepted int, force bool) {
 	}
 	p.last = now
 	const width = 30
-	fill := width * sent / p.total
+	done := min(p.read.Load(), p.total)
+	fill := int(width * done / p.total)
 	rate := 0.0
 	if el := now.Sub(p.t0).Seconds(); el > 0 {
 		rate = float64(accepted) / el
 	}
-	fmt.Fprintf(p.w, "\r[%s%s] %3d%%  %d/%d  %.0f records/s", strings.Repeat("#", fill), strings.Repeat("-", width-fill), 100*sent/p.total, sent, p.total, rate)
+	fmt.Fprintf(p.w, "\r[%s%s] %3d%%  %d records sent  %.0f records/s", strings.Repeat("#", fill), strings.Repeat("-", width-fill), 100*done/p.total, sent, rate)
 }
 
+// done draws the final state and ends the line.
 func (p *progressBar) done() {
-	if p.on && p.total > 0 {
+	if p.on && p.total > 0 && p.read != nil {
+		p.draw(p.sent, p.accepted, true)
 		fmt.Fprintln(p.w)
 	}
 }

@@ -50,7 +50,7 @@ func (im *importer) loadOpenMetrics(path string, data []byte) error {
 		var ls labels.Labels
 		p.Labels(&ls)
 		if ts == nil {
-			im.rejected = append(im.rejected, rejection{fmt.Sprintf("%s: sample %d %s", path, n, ls), "no timestamp: a rerun could not tell it from a new sample"})
+			im.reject(fmt.Sprintf("%s: sample %d %s", path, n, ls), "no timestamp: a rerun could not tell it from a new sample")
 			continue
 		}
 		im.samples = append(im.samples, omSample{ls: ls, t: *ts, v: v})

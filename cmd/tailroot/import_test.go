@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,10 +102,10 @@ c3,%d.0,%d.5,abc,m,
 "input_lens":[10,20,30,40],"output_lens":[3,2,0,2],"ttfts":[0.1,0.2,0,0.3],"itls":[[0.01,0.02],[0.05],[],[0.04]],
 "errors":["","","","timeout"]}`, date))
 
-	run := func() (importSummary, string) {
+	run := func(chunk int) (importSummary, string) {
 		t.Helper()
 		var out bytes.Buffer
-		im := &importer{server: srv.URL, batch: 2, dedup: true, client: srv.Client(), out: &out, bar: newProgressBar(io.Discard, false)}
+		im := &importer{server: srv.URL, batch: 2, chunk: chunk, dedup: true, client: srv.Client(), out: &out, bar: newProgressBar(io.Discard, false)}
 		for _, f := range []struct{ path, format string }{{nd, "ndjson"}, {cs, "csv"}, {vb, "vllm-bench"}} {
 			if err := im.load(f.path, f.format); err != nil {
 				t.Fatal(err)
@@ -117,7 +118,9 @@ c3,%d.0,%d.5,abc,m,
 		sum.print(&out)
 		return sum, out.String()
 	}
-	sum, out := run()
+	// Streamed in chunks of 2 records: the repeat of n1 four lines later
+	// is found on the server, not in memory.
+	sum, out := run(2)
 	// Good: n1, n2, c1, c2, requests 0 and 1 of the benchmark. Bad: line 4
 	// of the NDJSON (finished before arrival), line 5 (not JSON), CSV line 4
 	// (stage not a number), benchmark requests 2 (no output) and 3 (error).
@@ -161,7 +164,7 @@ c3,%d.0,%d.5,abc,m,
 		t.Errorf("benchmark request 1 at %d ms, want %d", r.Time, (t0-3)*1000)
 	}
 
-	sum, out = run()
+	sum, out = run(0)
 	if sum.Accepted != 0 || sum.Skipped != 7 {
 		t.Errorf("rerun: %+v\n%s", sum, out)
 	}
@@ -179,15 +182,20 @@ func TestImportCommandFlags(t *testing.T) {
 	if err := importCommand([]string{"x.txt"}); err == nil || !strings.Contains(err.Error(), "--format") {
 		t.Errorf("unknown extension: %v", err)
 	}
+	// The bar follows the input bytes read (the record count of a
+	// streamed input is not known in advance).
 	var buf bytes.Buffer
+	var read atomic.Int64
 	bar := newProgressBar(&buf, true)
-	bar.start(4)
+	bar.start(400, &read)
+	read.Store(200)
 	bar.set(2, 2) // within 100 ms of the start: not redrawn
 	bar.last = time.Time{}
 	bar.set(2, 2)
-	bar.set(4, 4)
+	read.Store(400)
+	bar.set(4, 4) // within 100 ms again: drawn by done
 	bar.done()
-	if s := buf.String(); strings.Count(s, "\r") != 3 || !strings.Contains(s, "[###############---------------]  50%  2/4") || !strings.Contains(s, "[##############################] 100%  4/4") {
+	if s := buf.String(); strings.Count(s, "\r") != 3 || !strings.Contains(s, "[###############---------------]  50%  2 records sent") || !strings.Contains(s, "[##############################] 100%  4 records sent") {
 		t.Errorf("progress bar %q", s)
 	}
 }

@@ -134,6 +134,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addDurabilityFlags(fs, c)
 	addForwardFlags(fs, c)
 	addPeerFlags(fs, &c.peers)
+	addRecordsCheckpointFlag(fs, c)
 	c.parquet.registerFlags(fs)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
@@ -255,6 +256,7 @@ func serve(args []string) error {
 	if err := os.MkdirAll(c.query.ActiveQueryDir, 0o755); err != nil {
 		return fmt.Errorf("create query log dir: %w", err)
 	}
+	c.peers.discoverFrom(cfgHolder.Get(), logger.With("component", "peers"))
 	recordSrc, err := c.peers.source(recordSource, reg)
 	if err != nil {
 		return err

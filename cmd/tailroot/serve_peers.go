@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,10 @@ type peersConfig struct {
 	urls       []string
 	httpConfig string
 	partial    bool
+	// discover adds the remote_read entries that are tailroot servers
+	// (serve_peers_discover.go); discovered holds them.
+	discover   bool
+	discovered []discoveredPeer
 }
 
 // peerList is a repeatable flag of comma-separated URLs.
@@ -39,8 +44,9 @@ func (p peerList) Set(s string) error {
 }
 
 func addPeerFlags(fs *flag.FlagSet, c *peersConfig) {
-	fs.Var(peerList{&c.urls}, "records.peer", "URL of another tailroot server whose request records tail_mean, tail_excess, tail_euler, tail_heat, quantile_ci and tail_shapley also read, exactly (repeatable, or comma-separated)")
+	fs.Var(peerList{&c.urls}, "records.peer", "URL of another tailroot server whose request records tail_mean, tail_excess, tail_euler, tail_heat, quantile_ci, quantile_diff_ci and tail_shapley also read, exactly (repeatable, or comma-separated)")
 	fs.StringVar(&c.httpConfig, "records.peer.http-config", "", "file in Prometheus' http_config format (basic_auth, authorization, tls_config, proxy_url) used to reach every --records.peer")
+	fs.BoolVar(&c.discover, "records.peer.discover", false, "also read the records of the remote_read servers of --config.file that are tailroot servers (probed at start-up on /api/v1/records/shard; each reached with its remote_read http_config)")
 	fs.BoolVar(&c.partial, "records.partial-response", false, "when a peer does not answer, return the other nodes' answer with a warning instead of an error (a query's partial_response parameter overrides it)")
 }
 
@@ -49,7 +55,7 @@ func addPeerFlags(fs *flag.FlagSet, c *peersConfig) {
 // Each peer's rounds, failed rounds and body bytes are exported on reg
 // (nil registers nothing).
 func (c *peersConfig) source(local tailfn.ColumnSource, reg prometheus.Registerer) (tailfn.RecordSource, error) {
-	if len(c.urls) == 0 {
+	if len(c.urls) == 0 && len(c.discovered) == 0 {
 		if c.httpConfig != "" {
 			return nil, fmt.Errorf("--records.peer.http-config without --records.peer")
 		}
@@ -70,6 +76,19 @@ func (c *peersConfig) source(local tailfn.ColumnSource, reg prometheus.Registere
 		p, err := tailfn.NewPeerShard(u, client)
 		if err != nil {
 			return nil, fmt.Errorf("--records.peer: %w", err)
+		}
+		peers = append(peers, p)
+		if reg != nil {
+			registerPeerMetrics(reg, p)
+		}
+	}
+	for _, d := range c.discovered {
+		if slices.ContainsFunc(peers, func(s tailfn.Shard) bool { return s.Name() == strings.TrimRight(d.url, "/") }) {
+			continue // named by --records.peer as well: counted once
+		}
+		p, err := tailfn.NewPeerShard(d.url, d.client)
+		if err != nil {
+			return nil, fmt.Errorf("records peer from remote_read: %w", err)
 		}
 		peers = append(peers, p)
 		if reg != nil {

@@ -59,7 +59,7 @@ export const TYPE_DEFAULTS: Record<QueryType, Partial<TailrootQuery>> = {
   breakdown: { metric: 'e2e', quantile: 0.99, method: 'auto', view: 'stages' },
   rootcause: { view: 'ranking', alpha: 0.05 },
   causal: { method: 'backdoor', level: 0.95 },
-  ab: { metric: 'e2e', quantile: 0.99, level: 0.95, ciMethod: 'bootstrap' },
+  ab: { metric: 'e2e', quantile: 0.99, level: 0.95, ciMethod: 'order_statistic' },
 };
 
 /**

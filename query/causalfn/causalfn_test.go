@@ -247,6 +247,8 @@ func TestThroughEngineMatchesCausal(t *testing.T) {
 		hi, _ := get(t, v, "statistic", "upper")
 		closeTo(t, "lower", lo, want.Lower, 1e-12)
 		closeTo(t, "upper", hi, want.Upper, 1e-12)
+		pv, _ := get(t, v, "statistic", "p_value")
+		closeTo(t, "p_value", pv, want.PValue, 1e-12)
 	})
 
 	t.Run("backdoor_effect", func(t *testing.T) {

@@ -159,6 +159,7 @@ func funcLaggedCorrelation(ctx context.Context, c *query.Call) (promql.Vector, a
 		res.add(s, r.BestCorr, "statistic", "correlation", "lag", lag)
 		res.add(s, r.Lower, "statistic", "lower", "lag", lag)
 		res.add(s, r.Upper, "statistic", "upper", "lag", lag)
+		res.add(s, r.PValue, "statistic", "p_value", "lag", lag)
 		res.add(s, float64(r.BestLag*int(step))/1000, "statistic", "lag_seconds", "lag", lag)
 		k.ok++
 	}

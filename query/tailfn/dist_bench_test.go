@@ -2,6 +2,7 @@ package tailfn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 
 	"github.com/tailroot/tailroot/api"
+	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/tailfn"
 	"github.com/tailroot/tailroot/tsdb/records"
@@ -49,8 +51,11 @@ func (it *memIter) Close() error       { return nil }
 // BenchmarkDistributedBytes evaluates each distributed function over three
 // nodes (this one and two peers over HTTP, each holding a third of the
 // records) and reports the body bytes exchanged with the peers per query:
-// for every function but tail_shapley (and the √n rank span of the
-// bootstrap and Maritz–Jarrett intervals) they do not grow with n.
+// for every function but tail_shapley they do not grow with n (the
+// bootstrap and Maritz–Jarrett intervals fetch their √n rank span up to
+// ClusterOptions.MaxCIValues values, then answer by the order statistic).
+// A method refused at its p and n (attribution.ErrInvalidMethod) is
+// skipped.
 func BenchmarkDistributedBytes(b *testing.B) {
 	const end = int64(1_700_000_000_000)
 	queries := []struct{ name, q string }{
@@ -58,9 +63,12 @@ func BenchmarkDistributedBytes(b *testing.B) {
 		{"tail_excess", `tail_excess(0.99, requests[1h], "all")`},
 		{"tail_euler", `tail_euler(0.99, requests[1h], "all")`},
 		{"tail_heat", `tail_heat(requests[1h], "all")`},
-		{"quantile_ci_delta", `quantile_ci(0.99, 0.95, requests[1h], "delta")`},
-		{"quantile_ci_mj", `quantile_ci(0.99, 0.95, requests[1h], "mj")`},
-		{"quantile_ci_bootstrap", `quantile_ci(0.99, 0.95, requests[1h], "bootstrap")`},
+		{"quantile_ci_order_statistic", `quantile_ci(0.99, 0.95, requests[1h])`},
+		{"quantile_ci_delta_p50", `quantile_ci(0.5, 0.95, requests[1h], "delta")`},
+		{"quantile_ci_mj_p50", `quantile_ci(0.5, 0.95, requests[1h], "mj")`},
+		{"quantile_ci_bootstrap_p50", `quantile_ci(0.5, 0.95, requests[1h], "bootstrap")`},
+		{"quantile_diff_ci_order_statistic", `quantile_diff_ci(0.99, 0.95, requests{instance="a"}[1h], requests{instance="b"}[1h])`},
+		{"quantile_diff_ci_bootstrap_p50", `quantile_diff_ci(0.5, 0.95, requests{instance="a"}[1h], requests{instance="b"}[1h], "bootstrap")`},
 		{"tail_shapley", `tail_shapley(0.99, requests[30m], requests[30m] offset 30m)`},
 	}
 	for _, n := range []int{1_000, 10_000, 100_000} {
@@ -68,7 +76,7 @@ func BenchmarkDistributedBytes(b *testing.B) {
 		var parts [3]memSource
 		step := int64(time.Hour/time.Millisecond) / int64(n)
 		for i := range n {
-			r := records.Record{Time: end - int64(n-1-i)*step, Labels: labels.FromStrings("model_name", "m")}
+			r := records.Record{Time: end - int64(n-1-i)*step, Labels: labels.FromStrings("instance", string(rune('a'+i%2)), "model_name", "m")}
 			for j := range records.StageOther {
 				r.Stages[j] = math.Exp(rng.NormFloat64()) * 0.1
 			}
@@ -124,6 +132,9 @@ func BenchmarkDistributedBytes(b *testing.B) {
 							b.Fatal(err)
 						}
 						res := qr.Exec(ctx)
+						if errors.Is(res.Err, attribution.ErrInvalidMethod) {
+							b.Skipf("refused: %v", res.Err)
+						}
 						if res.Err != nil {
 							b.Fatal(res.Err)
 						}

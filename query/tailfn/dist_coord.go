@@ -29,6 +29,11 @@ type ClusterOptions struct {
 	// fetches them instead of splitting further. Zero means 64; negative
 	// disables it (pure splitting).
 	FetchLimit int
+	// MaxCIValues caps the order statistics a bootstrap or Maritz–Jarrett
+	// quantile_ci fetches (their exact span grows as √n); past it the
+	// interval is answered with the order-statistic method and an info
+	// annotation. Zero means 256; negative means no cap.
+	MaxCIValues int
 	// PartialResponse is the default for queries that do not pass
 	// partial_response: answer from the nodes that respond, with a
 	// warning, instead of failing when a peer is down.
@@ -36,10 +41,12 @@ type ClusterOptions struct {
 }
 
 // DefaultClusterOptions returns the documented defaults.
-func DefaultClusterOptions() ClusterOptions { return ClusterOptions{Fanout: 255, FetchLimit: 64} }
+func DefaultClusterOptions() ClusterOptions {
+	return ClusterOptions{Fanout: 255, FetchLimit: 64, MaxCIValues: 256}
+}
 
 // Cluster is a RecordSource whose record functions tail_mean, tail_excess,
-// tail_euler, tail_heat, quantile_ci and tail_shapley run over the records
+// tail_euler, tail_heat, quantile_ci, quantile_diff_ci and tail_shapley run over the records
 // of this server and of its peers, exactly as over one server holding all
 // of them (docs/distributed-tails.md). Select and the other functions read
 // the local records only.
@@ -57,6 +64,12 @@ func NewCluster(local RecordSource, peers []Shard, opts ClusterOptions, shard Sh
 	}
 	if opts.FetchLimit == 0 {
 		opts.FetchLimit = 64
+	}
+	switch {
+	case opts.MaxCIValues == 0:
+		opts.MaxCIValues = 256
+	case opts.MaxCIValues < 0:
+		opts.MaxCIValues = math.MaxInt
 	}
 	shards := append([]Shard{NewLocalShard(local, shard)}, peers...)
 	return &Cluster{local: local, shards: shards, opts: opts}

@@ -3,6 +3,7 @@ package tailfn
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -26,12 +27,13 @@ func distSpecs(cl *Cluster) map[string]impl {
 		return nil
 	}
 	return map[string]impl{
-		"tail_mean":    distBreakdown(cl, attribution.MethodTailMeanRecords),
-		"tail_excess":  distBreakdown(cl, attribution.MethodExcess),
-		"tail_euler":   distBreakdown(cl, attribution.MethodEuler),
-		"tail_heat":    distHeat(cl),
-		"quantile_ci":  distQuantileCI(cl),
-		"tail_shapley": distShapley(cl),
+		"tail_mean":        distBreakdown(cl, attribution.MethodTailMeanRecords),
+		"tail_excess":      distBreakdown(cl, attribution.MethodExcess),
+		"tail_euler":       distBreakdown(cl, attribution.MethodEuler),
+		"tail_heat":        distHeat(cl),
+		"quantile_ci":      distQuantileCI(cl),
+		"quantile_diff_ci": distQuantileDiffCI(cl),
+		"tail_shapley":     distShapley(cl),
 	}
 }
 
@@ -357,10 +359,16 @@ func distQuantileCI(cl *Cluster) impl {
 				return nil
 			}
 			var iv attribution.Interval
-			if opts.Method == attribution.CIDeltaKDE {
+			switch opts.Method {
+			case attribution.CIDeltaKDE:
 				iv, err = distDelta(v, cs, p, level)
-			} else {
-				iv, err = distOrdered(v, cs, p, level, opts)
+			case attribution.CIOrderStatistic:
+				iv, err = distOrderStat(v, cs, p, level)
+			default:
+				iv, err = distOrdered(v, cs, p, level, opts, cl.opts.MaxCIValues, c.Func.Name, annos)
+			}
+			if errors.Is(err, attribution.ErrInvalidMethod) {
+				return fmt.Errorf("%s: %w", c.Func.Name, err)
 			}
 			var de dataError
 			if asDataError(err, &de) {
@@ -404,41 +412,120 @@ func warnDataAnnos(c *query.Call, annos annotations.Annotations, err error) (pro
 	return v, a
 }
 
-func distOrdered(v *view, cs *clusterSummary, p, level float64, opts attribution.CIOptions) (attribution.Interval, error) {
+// distOrdered is the bootstrap or Maritz–Jarrett interval from the order
+// statistics of the rank span it reads, when that span holds at most
+// maxValues ranks; past it (the span grows as √n), the order-statistic
+// interval answers instead, from four selected ranks, with an info
+// annotation saying so, so that traffic stays bounded whatever n is.
+func distOrdered(v *view, cs *clusterSummary, p, level float64, opts attribution.CIOptions, maxValues int, fn string, annos *annotations.Annotations) (attribution.Interval, error) {
 	lo, hi, err := attribution.QuantileCIRanks(cs.n, p, level, opts)
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		return attribution.Interval{}, err
+	}
 	if err != nil {
 		return attribution.Interval{}, dataError{err}
 	}
-	ranks := []int{lo}
-	if hi != lo {
-		ranks = append(ranks, hi)
-	}
-	vals, err := v.selectRanks(ranks)
-	if err != nil {
-		return attribution.Interval{}, err
-	}
-	rg := Range{Lo: vals[0], Hi: vals[len(vals)-1]}
-	resps, err := v.round(func(r *ShardRequest) { r.Values = &rg })
-	if err != nil {
-		return attribution.Interval{}, err
-	}
-	win := rankWindow{n: cs.n}
-	for si, r := range resps {
-		if r.Values == nil {
-			return attribution.Interval{}, fmt.Errorf("shard %s: values missing from its answer", v.s.shards[si].Name())
+	if span := hi - lo + 1; span > maxValues {
+		iv, err := distOrderStat(v, cs, p, level)
+		if err == nil {
+			annos.Add(fmt.Errorf("%w: %s: the %s interval of %d requests reads %d order statistics (more than %d); across nodes it is answered with method order_statistic, whose traffic does not grow with the requests",
+				annotations.PromQLInfo, fn, opts.Method, cs.n, span, maxValues))
 		}
-		win.off += r.Values.Below
-		win.v = append(win.v, r.Values.V...)
+		return iv, err
 	}
-	slices.Sort(win.v)
-	if win.off > lo || win.off+len(win.v) <= hi {
-		return attribution.Interval{}, fmt.Errorf("BUG: fetched ranks [%d, %d) do not cover [%d, %d]", win.off, win.off+len(win.v), lo, hi)
+	win, err := v.rankWindow(cs.n, lo, hi)
+	if err != nil {
+		return attribution.Interval{}, err
 	}
 	iv, err := attribution.QuantileCIOrdered(win, p, level, opts)
 	if err != nil {
 		return attribution.Interval{}, dataError{err}
 	}
 	return iv, nil
+}
+
+// rankWindow fetches the order statistics of ranks lo..hi of the view's n
+// values: the two ends by selection, then every value between them.
+func (v *view) rankWindow(n, lo, hi int) (rankWindow, error) {
+	ranks := []int{lo}
+	if hi != lo {
+		ranks = append(ranks, hi)
+	}
+	vals, err := v.selectRanks(ranks)
+	if err != nil {
+		return rankWindow{}, err
+	}
+	rg := Range{Lo: vals[0], Hi: vals[len(vals)-1]}
+	resps, err := v.round(func(r *ShardRequest) { r.Values = &rg })
+	if err != nil {
+		return rankWindow{}, err
+	}
+	win := rankWindow{n: n}
+	for si, r := range resps {
+		if r.Values == nil {
+			return rankWindow{}, fmt.Errorf("shard %s: values missing from its answer", v.s.shards[si].Name())
+		}
+		win.off += r.Values.Below
+		win.v = append(win.v, r.Values.V...)
+	}
+	slices.Sort(win.v)
+	if win.off > lo || win.off+len(win.v) <= hi {
+		return rankWindow{}, fmt.Errorf("BUG: fetched ranks [%d, %d) do not cover [%d, %d]", win.off, win.off+len(win.v), lo, hi)
+	}
+	return win, nil
+}
+
+// orderStatSet selects the ranks the order-statistic interval at level
+// reads from the view's n values.
+func (v *view) orderStatSet(n int, p, level float64) (rankSet, error) {
+	ranks, err := attribution.OrderStatRanksFor(n, p, level)
+	if err != nil {
+		return rankSet{}, dataError{err}
+	}
+	vals, err := v.selectRanks(ranks)
+	if err != nil {
+		return rankSet{}, err
+	}
+	return rankSet{n: n, ranks: ranks, v: vals}, nil
+}
+
+// distOrderStat is the order-statistic interval: its two binomial ranks
+// and the estimate's one or two are selected in the same rounds, so its
+// traffic is that of tail_mean's quantile, independent of n.
+func distOrderStat(v *view, cs *clusterSummary, p, level float64) (attribution.Interval, error) {
+	ranks, err := attribution.OrderStatRanksFor(cs.n, p, level)
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		return attribution.Interval{}, fmt.Errorf("quantile ci: %w", err)
+	}
+	if err != nil {
+		return attribution.Interval{}, dataError{err}
+	}
+	vals, err := v.selectRanks(ranks)
+	if err != nil {
+		return attribution.Interval{}, err
+	}
+	iv, err := attribution.QuantileCIOrdered(rankSet{n: cs.n, ranks: ranks, v: vals}, p, level,
+		attribution.CIOptions{Method: attribution.CIOrderStatistic})
+	if err != nil {
+		return attribution.Interval{}, dataError{err}
+	}
+	return iv, nil
+}
+
+// rankSet holds the order statistics of the ascending ranks of n.
+type rankSet struct {
+	n     int
+	ranks []int
+	v     []float64
+}
+
+func (s rankSet) Len() int { return s.n }
+func (s rankSet) At(r int) float64 {
+	i, ok := slices.BinarySearch(s.ranks, r)
+	if !ok {
+		panic(fmt.Sprintf("BUG: rank %d read outside the selected ranks %v of %d", r, s.ranks, s.n))
+	}
+	return s.v[i]
 }
 
 func distDelta(v *view, cs *clusterSummary, p, level float64) (attribution.Interval, error) {
@@ -478,6 +565,9 @@ func distDelta(v *view, cs *clusterSummary, p, level float64) (attribution.Inter
 	iv, err := attribution.DeltaCI(sum, p, level)
 	if roundErr != nil {
 		return attribution.Interval{}, roundErr
+	}
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		return attribution.Interval{}, err
 	}
 	if err != nil {
 		return attribution.Interval{}, dataError{err}
@@ -591,4 +681,144 @@ func fsum(x []float64) float64 {
 		s += v
 	}
 	return s
+}
+
+// distQuantileDiffCI implements quantile_diff_ci over the cluster: the
+// interval of P_p(b) − P_p(a) as one server computes it
+// (attribution.QuantileDiffCI of b and a), from the same primitives as
+// quantile_ci: the order statistic from four selected ranks per window;
+// the bootstrap and Maritz–Jarrett from the rank spans they read, up to
+// ClusterOptions.MaxCIValues values in all, else by the order statistic
+// with an info annotation; the delta method from sums.
+func distQuantileDiffCI(cl *Cluster) impl {
+	return func(ctx context.Context, c *query.Call, _ RecordSource) (promql.Vector, annotations.Annotations, error) {
+		p, err := levelArg(ctx, c, 0, "p")
+		if err != nil {
+			return nil, nil, err
+		}
+		level, err := levelArg(ctx, c, 1, "level")
+		if err != nil {
+			return nil, nil, err
+		}
+		opts, err := ciOptions(c, 4)
+		if err != nil {
+			return nil, nil, err
+		}
+		field, err := fieldArg(c, 5)
+		if err != nil {
+			return nil, nil, err
+		}
+		wa, err := windowArg(c, 2, "requests a")
+		if err != nil {
+			return nil, nil, err
+		}
+		wb, err := windowArg(c, 3, "requests b")
+		if err != nil {
+			return nil, nil, err
+		}
+		var annos annotations.Annotations
+		var vec promql.Vector
+		err = cl.run(ctx, c.Func.Name, &annos, func(s *attempt, annos *annotations.Annotations) error {
+			vec = nil
+			va, vb := s.view(wa, field), s.view(wb, field)
+			ca, err := va.summary()
+			if err != nil {
+				return err
+			}
+			noteLoad(c, 2, wa, ca.n, ca.clamped, ca.clampedMax, annos)
+			cb, err := vb.summary()
+			if err != nil {
+				return err
+			}
+			noteLoad(c, 3, wb, cb.n, cb.clamped, cb.clampedMax, annos)
+			if ca.n == 0 || cb.n == 0 {
+				return nil
+			}
+			// attribution's first sample is b: P(b) − P(a).
+			if err := attribution.CheckDiffCI(cb.n, ca.n, p, level, opts.Method); err != nil {
+				if errors.Is(err, attribution.ErrInvalidMethod) {
+					return fmt.Errorf("%s: %w", c.Func.Name, err)
+				}
+				vec, *annos = warnDataAnnos(c, *annos, err)
+				return nil
+			}
+			iv, qb, qa, err := distDiff(vb, cb, va, ca, p, level, opts, cl.opts.MaxCIValues, c.Func.Name, annos)
+			var de dataError
+			if asDataError(err, &de) {
+				vec, *annos = warnDataAnnos(c, *annos, de.err)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			o := newRows(c)
+			m := iv.Method.String()
+			o.stat(qa, field, m, attribution.KindExact, "a")
+			o.stat(qb, field, m, attribution.KindExact, "b")
+			o.stat(iv.Estimate, field, m, attribution.KindExact, "diff")
+			o.stat(iv.Lower, field, m, attribution.KindEstimate, "lower")
+			o.stat(iv.Upper, field, m, attribution.KindEstimate, "upper")
+			o.stat(iv.SE, field, m, attribution.KindEstimate, "se")
+			vec = o.vec
+			return nil
+		})
+		return vec, annos, err
+	}
+}
+
+// distDiff returns the interval of P_p(x) − P_p(y) and the two quantiles.
+func distDiff(vx *view, cx *clusterSummary, vy *view, cy *clusterSummary, p, level float64, opts attribution.CIOptions, maxValues int, fn string, annos *annotations.Annotations) (iv attribution.Interval, qx, qy float64, err error) {
+	if opts.Method == attribution.CIDeltaKDE {
+		ix, err := distDelta(vx, cx, p, level)
+		if err != nil {
+			return iv, 0, 0, err
+		}
+		iy, err := distDelta(vy, cy, p, level)
+		if err != nil {
+			return iv, 0, 0, err
+		}
+		return attribution.NormalDiff(ix, iy, level), ix.Estimate, iy.Estimate, nil
+	}
+	var sx, sy attribution.OrderStats
+	if opts.Method != attribution.CIOrderStatistic {
+		rx, ry, err := attribution.QuantileDiffCIRanks(cx.n, cy.n, p, level, opts)
+		if err != nil {
+			return iv, 0, 0, dataError{err}
+		}
+		if span := rx[1] - rx[0] + 1 + ry[1] - ry[0] + 1; span > maxValues {
+			annos.Add(fmt.Errorf("%w: %s: the %s interval of %d and %d requests reads %d order statistics (more than %d); across nodes it is answered with method order_statistic, whose traffic does not grow with the requests",
+				annotations.PromQLInfo, fn, opts.Method, cx.n, cy.n, span, maxValues))
+			opts = attribution.CIOptions{Method: attribution.CIOrderStatistic}
+			if err := attribution.CheckDiffCI(cx.n, cy.n, p, level, opts.Method); err != nil {
+				return iv, 0, 0, fmt.Errorf("%s: %w", fn, err)
+			}
+		} else {
+			wx, err := vx.rankWindow(cx.n, rx[0], rx[1])
+			if err != nil {
+				return iv, 0, 0, err
+			}
+			wy, err := vy.rankWindow(cy.n, ry[0], ry[1])
+			if err != nil {
+				return iv, 0, 0, err
+			}
+			sx, sy = wx, wy
+		}
+	}
+	if opts.Method == attribution.CIOrderStatistic {
+		each := math.Sqrt(level)
+		ox, err := vx.orderStatSet(cx.n, p, each)
+		if err != nil {
+			return iv, 0, 0, err
+		}
+		oy, err := vy.orderStatSet(cy.n, p, each)
+		if err != nil {
+			return iv, 0, 0, err
+		}
+		sx, sy = ox, oy
+	}
+	iv, err = attribution.QuantileDiffCIOrdered(sx, sy, p, level, opts)
+	if err != nil {
+		return iv, 0, 0, dataError{err}
+	}
+	return iv, attribution.QuantileOrdered(sx, p), attribution.QuantileOrdered(sy, p), nil
 }

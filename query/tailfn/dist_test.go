@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
@@ -47,6 +48,10 @@ var distQueries = func() []string {
 		for _, m := range []string{"bootstrap", "mj", "delta"} {
 			qs = append(qs, fmt.Sprintf(`quantile_ci(%s, 0.95, requests[1h], "%s")`, p, m))
 		}
+		qs = append(qs, fmt.Sprintf(`quantile_ci(%s, 0.95, requests[1h])`, p))
+		for _, m := range []string{"bootstrap", "mj", "delta", "order_statistic"} {
+			qs = append(qs, fmt.Sprintf(`quantile_diff_ci(%s, 0.9, requests{instance="i0"}[1h], requests{instance!="i0"}[1h], "%s")`, p, m))
+		}
 	}
 	qs = append(qs,
 		`tail_mean(0.99, requests{instance="i1"}[1h], "all")`,
@@ -56,6 +61,10 @@ var distQueries = func() []string {
 		`quantile_ci(0.9, 0.9, requests[1h], "bootstrap", "ttft")`,
 		`quantile_ci(0.99, 0.95, requests[1h], "maritz_jarrett", "decode")`,
 		`quantile_ci(0.5, 0.95, requests[1h], "delta", "queue")`,
+		`quantile_ci(0.9, 0.8, requests[1h], "order_statistic", "ttft")`,
+		`quantile_diff_ci(0.5, 0.95, requests{instance="i1"}[1h], requests{instance="i2"}[1h])`,
+		`quantile_diff_ci(0.5, 0.95, requests{instance="i1"}[1h], requests{instance="nope"}[1h])`,
+		`quantile_diff_ci(0.9, 0.9, requests{instance="i1"}[1h], requests[1h], "mj", "ttft")`,
 		`tail_mean(0.99, requests{instance="nope"}[1h])`,
 	)
 	return qs
@@ -63,6 +72,16 @@ var distQueries = func() []string {
 
 // evalAll runs qs at ts and returns rows by label set, and annotations.
 func evalAll(t *testing.T, ng *query.Engine, st storage.Queryable, q string, ts time.Time) (map[string]float64, []string) {
+	t.Helper()
+	rows, annos, err := evalErr(t, ng, st, q, ts)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return rows, annos
+}
+
+// evalErr is evalAll returning the query's error.
+func evalErr(t *testing.T, ng *query.Engine, st storage.Queryable, q string, ts time.Time) (map[string]float64, []string, error) {
 	t.Helper()
 	ctx := context.Background()
 	qr, err := ng.NewInstantQuery(ctx, st, nil, q, ts)
@@ -72,7 +91,7 @@ func evalAll(t *testing.T, ng *query.Engine, st storage.Queryable, q string, ts 
 	defer qr.Close()
 	res := qr.Exec(ctx)
 	if res.Err != nil {
-		t.Fatalf("%s: %v", q, res.Err)
+		return nil, nil, res.Err
 	}
 	rows := map[string]float64{}
 	for _, s := range res.Value.(promql.Vector) {
@@ -83,7 +102,7 @@ func evalAll(t *testing.T, ng *query.Engine, st storage.Queryable, q string, ts 
 		annos = append(annos, k)
 	}
 	slices.Sort(annos)
-	return rows, annos
+	return rows, annos, nil
 }
 
 // sameRows reports the rows that differ by more than tol relative.
@@ -200,7 +219,12 @@ func TestClusterMatchesOneStore(t *testing.T) {
 			// at the end), and the defaults (fetching the last values).
 			one := newEngine(t, all)
 			st := loadSeries(t, "")
-			for _, opts := range []ClusterOptions{{Fanout: 15, FetchLimit: -1}, DefaultClusterOptions()} {
+			// MaxCIValues −1: the bootstrap and Maritz–Jarrett exactly, however
+			// many order statistics they read (TestClusterCISubstitution
+			// checks the capped default).
+			exact := DefaultClusterOptions()
+			exact.MaxCIValues = -1
+			for _, opts := range []ClusterOptions{{Fanout: 15, FetchLimit: -1, MaxCIValues: -1}, exact} {
 				cl := NewCluster(stores[0], peers, opts, DefaultShardOptions())
 				compareAll(t, one, newEngine(t, cl), st, ts, tc.n)
 			}
@@ -211,9 +235,26 @@ func TestClusterMatchesOneStore(t *testing.T) {
 // compareAll runs distQueries on one store and on a cluster.
 func compareAll(t *testing.T, one, dist *query.Engine, st storage.Queryable, ts time.Time, n int) {
 	t.Helper()
+	refused := 0
+	defer func() {
+		t.Logf("n=%d: %d of %d queries refused a method at their p and n", n, refused, len(distQueries))
+		if n > 100 && refused > len(distQueries)/2 {
+			t.Errorf("n=%d: %d of %d queries refused: too few compared", n, refused, len(distQueries))
+		}
+	}()
 	for _, q := range distQueries {
-		want, wantAnnos := evalAll(t, one, st, q, ts)
-		got, gotAnnos := evalAll(t, dist, st, q, ts)
+		want, wantAnnos, wantErr := evalErr(t, one, st, q, ts)
+		got, gotAnnos, gotErr := evalErr(t, dist, st, q, ts)
+		if wantErr != nil || gotErr != nil {
+			// A method refused at this p and n is refused on both.
+			if wantErr == nil || gotErr == nil || wantErr.Error() != gotErr.Error() {
+				t.Errorf("%s: error %v, want %v", q, gotErr, wantErr)
+			} else if !errors.Is(gotErr, attribution.ErrInvalidMethod) {
+				t.Errorf("%s: %v", q, gotErr)
+			}
+			refused++
+			continue
+		}
 		if bad := sameRows(want, got, 1e-9); len(bad) > 0 {
 			t.Errorf("%s: %d rows differ:\n%s", q, len(bad), strings.Join(bad, "\n"))
 		}
@@ -304,12 +345,13 @@ func TestClusterRounds(t *testing.T) {
 		`tail_excess(0.99, requests[1h])`:                             1 + 8 + 2,
 		`tail_heat(requests[1h])`:                                     1 + 8 + 2,
 		`tail_euler(0.99, requests[1h])`:                              1 + 8 + 1,
-		`quantile_ci(0.99, 0.95, requests[1h], "delta")`:              1 + 8 + 3,
-		`quantile_ci(0.99, 0.95, requests[1h], "bootstrap")`:          1 + 8 + 1,
-		`quantile_ci(0.99, 0.95, requests[1h], "mj")`:                 1 + 8 + 1,
+		`quantile_ci(0.5, 0.95, requests[1h], "delta")`:               1 + 8 + 3,
+		`quantile_ci(0.5, 0.95, requests[1h], "bootstrap")`:           1 + 8 + 1,
+		`quantile_ci(0.5, 0.95, requests[1h], "mj")`:                  1 + 8 + 1,
+		`quantile_ci(0.99, 0.95, requests[1h])`:                       1 + 8 + 1,
 		`tail_shapley(0.99, requests[30m], requests[30m] offset 30m)`: 2,
 	}
-	for _, n := range []int{200, 20000} {
+	for _, n := range []int{400, 40000} {
 		rng := rand.New(rand.NewPCG(uint64(n), 3))
 		recs := distRecords(rng, n, end, false)
 		a, b := openStore(t), openStore(t)
@@ -321,8 +363,13 @@ func TestClusterRounds(t *testing.T) {
 		st := loadSeries(t, "")
 		for q, limit := range limits {
 			rounds = 0
-			if rows, _ := evalAll(t, ng, st, q, time.UnixMilli(end)); len(rows) == 0 {
-				t.Errorf("n=%d: %s: no rows", n, q)
+			rows, _, err := evalErr(t, ng, st, q, time.UnixMilli(end))
+			if errors.Is(err, attribution.ErrInvalidMethod) {
+				t.Logf("n=%d: %s: refused: %v", n, q, err)
+				continue
+			}
+			if err != nil || len(rows) == 0 {
+				t.Errorf("n=%d: %s: no rows (%v)", n, q, err)
 			}
 			if rounds > limit || rounds < 2 {
 				t.Errorf("n=%d: %s took %d rounds, want 2..%d", n, q, rounds, limit)
@@ -376,5 +423,40 @@ func TestClusterSnapshotChanged(t *testing.T) {
 	defer qr.Close()
 	if res := qr.Exec(ctx); res.Err == nil || !strings.Contains(res.Err.Error(), "records changed during the query") {
 		t.Errorf("three changed snapshots: error %v, want one saying the records changed", res.Err)
+	}
+}
+
+// TestClusterCISubstitution: with the default cap on fetched order
+// statistics, a bootstrap or Maritz–Jarrett quantile_ci over a window
+// whose rank span exceeds it is answered across nodes with the
+// order-statistic interval — the same rows one store gives for
+// method order_statistic — and an info annotation saying so; below the
+// cap it is the method asked for, exactly.
+func TestClusterCISubstitution(t *testing.T) {
+	const end = int64(1_700_000_000_000)
+	ts := time.UnixMilli(end)
+	rng := rand.New(rand.NewPCG(21, 22))
+	recs := distRecords(rng, 3000, end, false)
+	all, a, b := openStore(t), openStore(t), openStore(t)
+	appendAll(t, all, recs)
+	appendAll(t, a, recs[:1000])
+	appendAll(t, b, recs[1000:])
+	st := loadSeries(t, "")
+	one := newEngine(t, all)
+	dist := newEngine(t, NewCluster(a, []Shard{namedShard{NewLocalShard(b, DefaultShardOptions()), "peer"}}, DefaultClusterOptions(), DefaultShardOptions()))
+	// Maritz–Jarrett at p = 0.5 reads ~17.5·√(3000/4) ≈ 480 ranks > 256.
+	want, _ := evalAll(t, one, st, `quantile_ci(0.5, 0.95, requests[1h], "order_statistic")`, ts)
+	got, annos := evalAll(t, dist, st, `quantile_ci(0.5, 0.95, requests[1h], "mj")`, ts)
+	if bad := sameRows(want, got, 0); len(bad) > 0 {
+		t.Errorf("substituted interval differs from one store's order_statistic:\n%s", strings.Join(bad, "\n"))
+	}
+	if len(annos) != 1 || !strings.Contains(annos[0], "answered with method order_statistic") || !strings.Contains(annos[0], "maritz_jarrett") {
+		t.Errorf("annotations %q, want one info saying maritz_jarrett was answered with order_statistic", annos)
+	}
+	// The bootstrap at p = 0.5 reads ~7.7·√750 ≈ 210 ranks: under the cap, exact.
+	want, _ = evalAll(t, one, st, `quantile_ci(0.5, 0.95, requests[1h], "bootstrap")`, ts)
+	got, annos = evalAll(t, dist, st, `quantile_ci(0.5, 0.95, requests[1h], "bootstrap")`, ts)
+	if bad := sameRows(want, got, 0); len(bad) > 0 || len(annos) > 0 {
+		t.Errorf("bootstrap under the cap: %v, annotations %q", bad, annos)
 	}
 }

@@ -28,12 +28,17 @@
 // to their target to rounding (the statistics guarantee it; Load keeps
 // the records' stage sums intact); bootstrap intervals use BootstrapSeed,
 // so an interval is reproducible and equals attribution.QuantileCI's on the
-// same data. docs/functions.md documents every function with its formula.
+// same data; quantile_ci and quantile_diff_ci default to the
+// order-statistic interval and fail (naming method, p and n) where a
+// method covers less than nominal. docs/functions.md documents every
+// function with its formula.
 //
 // Across servers: registered over a Cluster (the local records plus peers,
 // each a Shard), tail_mean, tail_excess, tail_euler, tail_heat,
-// quantile_ci and tail_shapley return what one server holding every
-// record would: the same quantiles bit for bit (found by a distributed
+// quantile_ci, quantile_diff_ci and tail_shapley return what one server
+// holding every record would (bootstrap and Maritz–Jarrett intervals up to
+// ClusterOptions.MaxCIValues order statistics, past it by the
+// order-statistic interval with an info annotation): the same quantiles bit for bit (found by a distributed
 // selection on the float64 order, docs/distributed-tails.md), sums equal
 // up to the order of addition. Nodes exchange counts, sums and a few
 // order statistics, not records (tail_shapley excepted: it fetches stage

@@ -230,7 +230,9 @@ func TestFunctionsMatchNaive(t *testing.T) {
 func TestCIMatchesAttribution(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	store := openStore(t)
-	recs := randomRecords(rng, 600, 1, 3_600_000)
+	// Enough requests per group for every method to be accepted at p = 0.5
+	// (the delta method needs n ≥ 2000 there).
+	recs := randomRecords(rng, 12000, 1, 3_600_000)
 	if err := store.Append(recs); err != nil {
 		t.Fatal(err)
 	}
@@ -247,32 +249,32 @@ func TestCIMatchesAttribution(t *testing.T) {
 	for _, m := range []struct {
 		arg    string
 		method attribution.CIMethod
-	}{{"bootstrap", attribution.CIBootstrap}, {"maritz_jarrett", attribution.CIMaritzJarrett}, {"delta", attribution.CIDeltaKDE}} {
+	}{{"bootstrap", attribution.CIBootstrap}, {"maritz_jarrett", attribution.CIMaritzJarrett}, {"delta", attribution.CIDeltaKDE}, {"order_statistic", attribution.CIOrderStatistic}} {
 		opts := attribution.CIOptions{Method: m.method, Seed: BootstrapSeed}
 		for _, c := range []struct {
 			field string
 			x     []float64
 		}{{"e2e", a}, {"ttft", ttftA}} {
-			want, err := attribution.QuantileCI(c.x, 0.9, 0.95, opts)
+			want, err := attribution.QuantileCI(c.x, 0.5, 0.95, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := rowsOf(t, ng, loadSeries(t, ""), fmt.Sprintf(`quantile_ci(0.9, 0.95, requests{instance="i0"}[1h], %q, %q)`, m.arg, c.field), at)
+			got := rowsOf(t, ng, loadSeries(t, ""), fmt.Sprintf(`quantile_ci(0.5, 0.95, requests{instance="i0"}[1h], %q, %q)`, m.arg, c.field), at)
 			k := c.field + "/"
 			if got[k+"quantile"] != want.Estimate || got[k+"lower"] != want.Lower || got[k+"upper"] != want.Upper || got[k+"se"] != want.SE {
 				t.Errorf("%s %s: function %v, attribution %+v", m.arg, c.field, got, want)
 			}
 		}
 		// diff = P(b) − P(a): attribution's a − b with the groups swapped.
-		want, err := attribution.QuantileDiffCI(b, a, 0.9, 0.95, opts)
+		want, err := attribution.QuantileDiffCI(b, a, 0.5, 0.95, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := rowsOf(t, ng, loadSeries(t, ""), fmt.Sprintf(`quantile_diff_ci(0.9, 0.95, requests{instance="i0"}[1h], requests{instance!="i0"}[1h], %q)`, m.arg), at)
+		got := rowsOf(t, ng, loadSeries(t, ""), fmt.Sprintf(`quantile_diff_ci(0.5, 0.95, requests{instance="i0"}[1h], requests{instance!="i0"}[1h], %q)`, m.arg), at)
 		if got["e2e/diff"] != want.Estimate || got["e2e/lower"] != want.Lower || got["e2e/upper"] != want.Upper {
 			t.Errorf("%s diff: function %v, attribution %+v", m.arg, got, want)
 		}
-		if !near(got["e2e/b"]-got["e2e/a"], type7(b, 0.9)-type7(a, 0.9), 1e-12) {
+		if !near(got["e2e/b"]-got["e2e/a"], type7(b, 0.5)-type7(a, 0.5), 1e-12) {
 			t.Errorf("%s diff: a %v b %v", m.arg, got["e2e/a"], got["e2e/b"])
 		}
 	}

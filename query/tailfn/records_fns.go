@@ -2,6 +2,7 @@ package tailfn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -191,10 +192,18 @@ func ParseLevels(s string) ([]attribution.Band, error) {
 	return bands, nil
 }
 
-// ParseCIMethod maps a CI method argument to attribution's: "bootstrap",
-// "maritz_jarrett" (or "mj"), "delta" (or "delta_kde").
+// DefaultCIMethod is the interval method when a query names none: the
+// distribution-free order-statistic interval, whose coverage is at least
+// nominal wherever it exists (docs/functions.md has the coverage table).
+const DefaultCIMethod = "order_statistic"
+
+// ParseCIMethod maps a CI method argument to attribution's:
+// "order_statistic" (or "os"), "bootstrap", "maritz_jarrett" (or "mj"),
+// "delta" (or "delta_kde").
 func ParseCIMethod(s string) (attribution.CIMethod, error) {
 	switch s {
+	case "order_statistic", "os":
+		return attribution.CIOrderStatistic, nil
 	case "bootstrap":
 		return attribution.CIBootstrap, nil
 	case "maritz_jarrett", "mj":
@@ -202,12 +211,12 @@ func ParseCIMethod(s string) (attribution.CIMethod, error) {
 	case "delta", "delta_kde":
 		return attribution.CIDeltaKDE, nil
 	}
-	return 0, fmt.Errorf("%q is not one of bootstrap, maritz_jarrett, delta", s)
+	return 0, fmt.Errorf("%q is not one of order_statistic, bootstrap, maritz_jarrett, delta", s)
 }
 
 // ciOptions reads the optional method argument at i.
 func ciOptions(c *query.Call, i int) (attribution.CIOptions, error) {
-	s, err := optString(c, i, "bootstrap")
+	s, err := optString(c, i, DefaultCIMethod)
 	if err != nil {
 		return attribution.CIOptions{}, err
 	}
@@ -256,7 +265,7 @@ func quantileCI(ctx context.Context, c *query.Call, src RecordSource) (promql.Ve
 	x, _ := pop.Field(field)
 	iv, err := attribution.QuantileCI(x, p, level, opts)
 	if err != nil {
-		return warnData(c, annos, err)
+		return ciError(c, annos, err)
 	}
 	o := newRows(c)
 	m := iv.Method.String()
@@ -301,7 +310,7 @@ func quantileDiffCI(ctx context.Context, c *query.Call, src RecordSource) (promq
 	xb, _ := pb.Field(field)
 	iv, err := attribution.QuantileDiffCI(xb, xa, p, level, opts)
 	if err != nil {
-		return warnData(c, annos, err)
+		return ciError(c, annos, err)
 	}
 	o := newRows(c)
 	m := iv.Method.String()
@@ -312,4 +321,16 @@ func quantileDiffCI(ctx context.Context, c *query.Call, src RecordSource) (promq
 	o.stat(iv.Upper, field, m, attribution.KindEstimate, "upper")
 	o.stat(iv.SE, field, m, attribution.KindEstimate, "se")
 	return o.vec, annos, nil
+}
+
+// ciError turns an interval error into the function's answer: a method
+// refused at this p and n (attribution.ErrInvalidMethod) fails the query,
+// naming method, p and n, so that no interval below its nominal coverage
+// is ever returned; other data errors (too few values) are a warning and
+// no result.
+func ciError(c *query.Call, annos annotations.Annotations, err error) (promql.Vector, annotations.Annotations, error) {
+	if errors.Is(err, attribution.ErrInvalidMethod) {
+		return nil, annos, fmt.Errorf("%s: %w", c.Func.Name, err)
+	}
+	return warnData(c, annos, err)
 }

@@ -88,7 +88,7 @@ func Names() []string {
 // engine over r.
 //
 // With a *Cluster as src, tail_mean, tail_excess, tail_euler, tail_heat,
-// quantile_ci and tail_shapley run over every node of the cluster
+// quantile_ci, quantile_diff_ci and tail_shapley run over every node of the cluster
 // (docs/distributed-tails.md); the other functions read its local records.
 func Register(r *query.Registry, src RecordSource) error {
 	cl, _ := src.(*Cluster)

@@ -197,10 +197,12 @@ func attributionParams(q *Query, dq backend.DataQuery) (url.Values, error) {
 			return nil, err
 		}
 		switch q.CIMethod {
-		case "", "bootstrap", "delta":
+		case "", "order_statistic", "bootstrap", "maritz_jarrett", "delta":
+			// The server refuses a method below its nominal coverage at
+			// the query's quantile and request count (400 naming both).
 			setIf("ci_method", q.CIMethod)
 		default:
-			return nil, badQuery("ciMethod %q: want bootstrap or delta", q.CIMethod)
+			return nil, badQuery("ciMethod %q: want order_statistic, bootstrap, maritz_jarrett or delta", q.CIMethod)
 		}
 	}
 	return p, nil

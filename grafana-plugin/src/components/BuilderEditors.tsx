@@ -133,7 +133,9 @@ export function ABEditor(props: BoundProps) {
           field="ciMethod"
           label="CI method"
           options={[
+            { label: 'Order statistic', value: 'order_statistic' },
             { label: 'Bootstrap', value: 'bootstrap' },
+            { label: 'Maritz–Jarrett', value: 'maritz_jarrett' },
             { label: 'Delta', value: 'delta' },
           ]}
         />
