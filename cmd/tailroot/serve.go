@@ -135,6 +135,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addForwardFlags(fs, c)
 	addPeerFlags(fs, &c.peers)
 	c.parquet.registerFlags(fs)
+	addEngineFlags(fs, c)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
