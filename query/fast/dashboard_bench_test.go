@@ -7,7 +7,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,12 +104,13 @@ func buildBenchDB(b *testing.B, s benchShape) *tsdb.DB {
 		h     *histogram.Histogram
 		ref   []storage.SeriesRef
 		nref  storage.SeriesRef
+		abs   []float64 // native bucket counts, cumulative over time
 	}
 	var sets []*bucketSet
 	for inst := 0; inst < s.instances; inst++ {
 		in := fmt.Sprintf("10.%d.%d.%d:8000", inst/65536, inst/256%256, inst%256)
 		for _, st := range stages {
-			bs := &bucketSet{cum: make([]float64, len(les)), ref: make([]storage.SeriesRef, len(les))}
+			bs := &bucketSet{cum: make([]float64, len(les)), ref: make([]storage.SeriesRef, len(les)), abs: make([]float64, 48)}
 			for _, le := range les {
 				bs.ls = append(bs.ls, labels.FromStrings("__name__", "x_bucket", "instance", in, "stage", st, "le", le))
 			}
@@ -129,7 +132,6 @@ func buildBenchDB(b *testing.B, s benchShape) *tsdb.DB {
 	}
 	end := benchStart.Add(s.span)
 	scrape := s.scrape.Milliseconds()
-	abs := make([]float64, 48)
 	for ts := benchStart.UnixMilli(); ts <= end.UnixMilli(); ts += scrape {
 		app := db.AppenderV2(context.Background())
 		for _, bs := range sets {
@@ -146,7 +148,7 @@ func buildBenchDB(b *testing.B, s benchShape) *tsdb.DB {
 					}
 				}
 				bi := min(47, max(0, int(v*40)))
-				abs[bi]++
+				bs.abs[bi]++
 				bs.h.Count++
 				bs.h.Sum += v
 			}
@@ -158,8 +160,8 @@ func buildBenchDB(b *testing.B, s benchShape) *tsdb.DB {
 			}
 			prev := int64(0)
 			for i := range bs.h.PositiveBuckets {
-				bs.h.PositiveBuckets[i] = int64(abs[i]) - prev
-				prev = int64(abs[i])
+				bs.h.PositiveBuckets[i] = int64(bs.abs[i]) - prev
+				prev = int64(bs.abs[i])
 			}
 			bs.nref, err = app.Append(bs.nref, bs.nativ, 0, ts, 0, bs.h.Copy(), nil, storage.AOptions{})
 			if err != nil {
@@ -183,11 +185,15 @@ func buildBenchDB(b *testing.B, s benchShape) *tsdb.DB {
 	return db
 }
 
-func leValue(i int) float64 {
-	var v float64
-	_, _ = fmt.Sscan(les[i], &v)
-	return v
-}
+var leValues = func() []float64 {
+	out := make([]float64, len(les))
+	for i, le := range les {
+		out[i], _ = strconv.ParseFloat(le, 64)
+	}
+	return out
+}()
+
+func leValue(i int) float64 { return leValues[i] }
 
 var benchSink atomic.Int64
 
@@ -237,6 +243,7 @@ func BenchmarkDashboard(b *testing.B) {
 						run() // warm the head's caches for both engines alike
 						runtime.GC()
 						peak := watchHeap()
+						cpu0 := cpuTime()
 						b.ReportAllocs()
 						b.ResetTimer()
 						for b.Loop() {
@@ -244,11 +251,23 @@ func BenchmarkDashboard(b *testing.B) {
 						}
 						b.StopTimer()
 						b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MB")
+						// CPU seconds of the process per query: on a shared
+						// machine wall time also counts waiting for a core.
+						b.ReportMetric((cpuTime()-cpu0).Seconds()*1000/float64(b.N), "cpu-ms/op")
 					})
 				}
 			}
 		})
 	}
+}
+
+// cpuTime is the user and system CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // watchHeap samples the bytes of live and not yet swept heap objects

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -33,13 +34,22 @@ func (ev *evaluator) window(l *leaf) (mint, maxt int64) {
 	return ev.start - l.rng.Milliseconds() + 1, ev.end
 }
 
+// shard is one worker's view of a leaf: its own querier (a querier's
+// chunk reader is not safe for concurrent use — the head keeps a
+// per-reader cache of a series' chunks for range queries), its own series
+// set over the same selection, and its buffers.
+type shard struct {
+	querier storage.Querier
+	set     storage.SeriesSet
+	it      chunkenc.Iterator
+	worker
+	hash uint64 // of the labels of the batch it walked
+	n    int    // series it walked in the batch
+	err  error
+}
+
 func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	mint, maxt := ev.window(l)
-	querier, err := ev.q.Querier(mint, maxt)
-	if err != nil {
-		return err
-	}
-	defer querier.Close()
 	step := ev.interval
 	if ev.instant {
 		step = 0
@@ -48,63 +58,93 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		Start: mint, End: maxt, Step: step, Range: l.rng.Milliseconds(),
 		Func: l.hintFunc, By: l.hintBy, Grouping: l.hintGrp,
 	}
-	set := querier.Select(ev.ctx, false, hints, l.vs.LabelMatchers...)
-	var series []storage.Series
-	for set.Next() {
-		series = append(series, set.At())
-	}
-	if err := set.Err(); err != nil {
+	// Every worker selects the same series and walks all of them in the
+	// same order, evaluating every W-th; a hash of the labels each walked
+	// proves, batch by batch, that all saw the same series in the same
+	// order (a series created in between would break it: the query is
+	// then handed back).
+	shards := make([]shard, ev.opts.Workers)
+	defer func() {
+		for i := range shards {
+			if shards[i].querier != nil {
+				_ = shards[i].querier.Close()
+			}
+		}
+	}()
+	err := parallel(len(shards), len(shards), func(w, _, _ int) error {
+		q, err := ev.q.Querier(mint, maxt)
+		if err != nil {
+			return err
+		}
+		shards[w].querier = q
+		shards[w].set = q.Select(ev.ctx, false, hints, l.vs.LabelMatchers...)
+		return nil
+	})
+	if err != nil {
 		return err
-	}
-	if ws := set.Warnings(); len(ws) > 0 {
-		ev.mu.Lock()
-		ev.annos.Merge(ws)
-		ev.mu.Unlock()
-	}
-	if err := ev.checkContext(); err != nil {
-		return err
-	}
-	// Upstream holds every point of a range function's result at once; a
-	// query that could come near its limit is left to upstream to refuse.
-	if len(series)*ev.steps > ev.opts.MaxSamples/2 {
-		return ErrFallback
 	}
 
-	workers := make([]worker, ev.opts.Workers)
-	batch := min(ev.opts.BatchSeries, len(series))
+	batch := ev.opts.BatchSeries
+	bufs := getBuffers(batch * ev.steps)
+	defer putBuffers(bufs)
 	cols := make([]column, batch)
-	vals := make([]float64, batch*ev.steps)
-	has := make([]bool, batch*ev.steps)
 	for i := range cols {
-		cols[i].v = vals[i*ev.steps : (i+1)*ev.steps]
-		cols[i].has = has[i*ev.steps : (i+1)*ev.steps]
+		cols[i].v = bufs.vals[i*ev.steps : (i+1)*ev.steps]
+		cols[i].has = bufs.has[i*ev.steps : (i+1)*ev.steps]
 		cols[i].dropName = l.dropName
 	}
 	var (
-		rd        reader
 		nonEmpty  = make([]bool, batch)
 		out       = make([]*column, 0, batch)
 		anyOutput bool
+		total     int
+		workers   = len(shards)
 	)
-	for b := 0; b < len(series); b += batch {
-		n := min(batch, len(series)-b)
-		// Chunks are read by one goroutine: a querier's chunk reader is
-		// not safe for concurrent use (the head keeps a per-reader cache
-		// of a series' chunks for range queries).
-		if err := rd.read(ev, l, series[b:b+n]); err != nil {
-			return err
-		}
-		err := parallel(ev.opts.Workers, n, func(w, lo, hi int) error {
-			wk := &workers[w]
-			for i := lo; i < hi; i++ {
+	for {
+		err := parallel(workers, workers, func(w, _, _ int) error {
+			sh := &shards[w]
+			sh.hash, sh.n = 0, 0
+			for i := 0; i < batch; i++ {
+				if !sh.set.Next() {
+					break
+				}
+				sh.n++
+				series := sh.set.At()
+				lset := series.Labels()
+				sh.hash = sh.hash*31 + lset.Hash()
+				if i%workers != w {
+					continue
+				}
+				if i/workers%64 == 0 {
+					if err := ev.checkContext(); err != nil {
+						return err
+					}
+				}
 				c := &cols[i]
-				c.lset = series[b+i].Labels()
-				nonEmpty[i] = wk.compute(ev, l, rd.samples(i), c)
+				c.lset = lset
+				ok, err := sh.evalSeries(ev, l, series, c)
+				if err != nil {
+					return err
+				}
+				nonEmpty[i] = ok
 			}
 			return nil
 		})
 		if err != nil {
 			return err
+		}
+		n := shards[0].n
+		for w := range shards {
+			if shards[w].n != n || shards[w].hash != shards[0].hash {
+				return ErrFallback
+			}
+		}
+		total += n
+		// Upstream holds every point of a range function's result at
+		// once; a query that could come near its limit is left to
+		// upstream to refuse.
+		if total*ev.steps > ev.opts.MaxSamples/2 {
+			return ErrFallback
 		}
 		out = out[:0]
 		for i := 0; i < n; i++ {
@@ -116,6 +156,20 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		if err := s.batch(out); err != nil {
 			return err
 		}
+		if n < batch {
+			break
+		}
+	}
+	for w := range shards {
+		if err := shards[w].set.Err(); err != nil {
+			return err
+		}
+	}
+	ev.mu.Lock()
+	ev.annos.Merge(shards[0].set.Warnings())
+	ev.mu.Unlock()
+	if err := ev.checkContext(); err != nil {
+		return err
 	}
 	if anyOutput && (l.fn == "rate" || l.fn == "increase") {
 		name := l.vs.Name
@@ -134,68 +188,64 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	return nil
 }
 
-// reader holds the samples of one batch of series, read in order.
-type reader struct {
-	it   chunkenc.Iterator
-	buf  []fpoint
-	offs []int // series i's samples are buf[offs[i]:offs[i+1]]
+// buffers are a leaf's step columns, pooled across queries.
+type buffers struct {
+	vals []float64
+	has  []bool
 }
 
-func (rd *reader) samples(i int) []fpoint { return rd.buf[rd.offs[i]:rd.offs[i+1]] }
+var bufferPool sync.Pool
 
-// read decodes the samples of series inside the leaf's window, without
-// stale markers for range functions. It returns ErrFallback on what only
-// upstream evaluates: a histogram sample, or a start timestamp where
-// rate, increase or irate would use it.
-func (rd *reader) read(ev *evaluator, l *leaf, series []storage.Series) error {
+func getBuffers(n int) *buffers {
+	b, _ := bufferPool.Get().(*buffers)
+	if b == nil || cap(b.vals) < n {
+		return &buffers{vals: make([]float64, n), has: make([]bool, n)}
+	}
+	b.vals, b.has = b.vals[:n], b.has[:n]
+	return b
+}
+
+func putBuffers(b *buffers) { bufferPool.Put(b) }
+
+// evalSeries reads one series once, inside the leaf's window and without
+// stale markers for range functions, and computes its value at every
+// step. It reports whether any step has a value, and returns ErrFallback
+// on what only upstream evaluates: a histogram sample, or a start
+// timestamp where rate, increase or irate would use it.
+func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column) (bool, error) {
 	mint, maxt := ev.window(l)
 	instant := l.fn == ""
 	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
-	rd.buf = rd.buf[:0]
-	rd.offs = append(rd.offs[:0], 0)
-	for i, s := range series {
-		if i%64 == 0 {
-			if err := ev.checkContext(); err != nil {
-				return err
-			}
+	sh.it = s.Iterator(sh.it)
+	buf := sh.buf[:0]
+	for vt := sh.it.Next(); vt != chunkenc.ValNone; vt = sh.it.Next() {
+		if vt != chunkenc.ValFloat {
+			return false, ErrFallback
 		}
-		rd.it = s.Iterator(rd.it)
-		for vt := rd.it.Next(); vt != chunkenc.ValNone; vt = rd.it.Next() {
-			if vt != chunkenc.ValFloat {
-				return ErrFallback
-			}
-			t, f := rd.it.At()
-			if t < mint || t > maxt {
-				continue
-			}
-			if usesST && rd.it.AtST() != 0 {
-				return ErrFallback
-			}
-			if !instant && value.IsStaleNaN(f) {
-				continue
-			}
-			rd.buf = append(rd.buf, fpoint{t, f})
+		t, f := sh.it.At()
+		if t < mint || t > maxt {
+			continue
 		}
-		if err := rd.it.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", s.Labels(), err)
+		if usesST && sh.it.AtST() != 0 {
+			return false, ErrFallback
 		}
-		rd.offs = append(rd.offs, len(rd.buf))
+		if !instant && value.IsStaleNaN(f) {
+			continue
+		}
+		buf = append(buf, fpoint{t, f})
 	}
-	return nil
-}
-
-// compute fills c with the leaf's value at every step from one series'
-// samples and reports whether any step has a value.
-func (wk *worker) compute(ev *evaluator, l *leaf, buf []fpoint, c *column) bool {
+	sh.buf = buf
+	if err := sh.it.Err(); err != nil {
+		return false, fmt.Errorf("read %s: %w", s.Labels(), err)
+	}
 	clear(c.has)
 	if len(buf) == 0 {
-		return false
+		return false, nil
 	}
-	wk.buf = buf
-	if l.fn == "" {
-		return wk.instantSteps(ev, c)
+	if instant {
+		return sh.instantSteps(ev, c), nil
 	}
-	return wk.rangeSteps(ev, l, c)
+	return sh.rangeSteps(ev, l, c), nil
 }
 
 func (wk *worker) instantSteps(ev *evaluator, c *column) bool {
