@@ -96,6 +96,7 @@ type Engine struct {
 	opts   Options
 	// tracker bounds concurrency for fast queries as for upstream ones.
 	tracker promql.QueryTracker
+	fast    fastCounters
 }
 
 // New builds an engine over the functions of reg (DefaultRegistry when nil).
@@ -158,7 +159,9 @@ func New(opts Options, reg *Registry, logger *slog.Logger, promReg prometheus.Re
 		UseStartTimestamps:       true,
 		Parser:                   p,
 	})
-	return &Engine{reg: reg, ng: ng, parser: p, funcs: funcs, opts: opts, tracker: tracker}, nil
+	e := &Engine{reg: reg, ng: ng, parser: p, funcs: funcs, opts: opts, tracker: tracker}
+	e.fast.register(promReg)
+	return e, nil
 }
 
 // Parser returns the PromQL parser with tailroot's functions, for the API's

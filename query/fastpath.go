@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
@@ -77,6 +79,32 @@ func (e *Engine) newFastQuery(q storage.Queryable, opts promql.QueryOpts, qs str
 	}
 }
 
+// fastCounters count the queries the fast path answered and those it
+// handed back to the upstream engine while evaluating.
+type fastCounters struct {
+	answered, handedBack atomic.Uint64
+}
+
+func (c *fastCounters) register(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tailroot_query_fast_answered_total",
+		Help: "Queries the fast path (query/fast) evaluated.",
+	}, func() float64 { return float64(c.answered.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tailroot_query_fast_handed_back_total",
+		Help: "Queries the fast path compiled but handed to the upstream engine while evaluating (a native histogram, a start timestamp, a sample budget near --query.max-samples).",
+	}, func() float64 { return float64(c.handedBack.Load()) }))
+}
+
+// FastPathCounts returns how many queries the fast path answered and how
+// many it handed back to the upstream engine after compiling them.
+func (e *Engine) FastPathCounts() (answered, handedBack uint64) {
+	return e.fast.answered.Load(), e.fast.handedBack.Load()
+}
+
 func (f *fastQuery) Exec(ctx context.Context) *promql.Result {
 	ctx, cancel := context.WithTimeout(ctx, f.e.opts.Timeout)
 	f.mu.Lock()
@@ -85,8 +113,10 @@ func (f *fastQuery) Exec(ctx context.Context) *promql.Result {
 	defer cancel()
 	res, err := f.exec(ctx)
 	if errors.Is(err, fast.ErrFallback) {
+		f.e.fast.handedBack.Add(1)
 		return f.fallback(ctx)
 	}
+	f.e.fast.answered.Add(1)
 	if err != nil {
 		return &promql.Result{Err: err, Warnings: res.Warnings}
 	}

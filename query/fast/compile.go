@@ -130,7 +130,7 @@ func (p *Plan) compile(expr parser.Expr, path []parser.Node) (node, bool) {
 			return nil, false
 		}
 		vs, ok := ms.VectorSelector.(*parser.VectorSelector)
-		if !ok || !simpleSelector(vs) || ms.Range <= 0 {
+		if !ok || !simpleSelector(vs) || ms.Range <= 0 || ms.RangeExpr != nil {
 			return nil, false
 		}
 		l := &leaf{
@@ -216,7 +216,7 @@ func unwrapNumber(e parser.Expr) (float64, bool) {
 // by equality (so dropping it cannot merge two series), no offset, no @,
 // not anchored or smoothed.
 func simpleSelector(vs *parser.VectorSelector) bool {
-	if vs.OriginalOffset != 0 || vs.Offset != 0 || vs.Timestamp != nil || vs.StartOrEnd != 0 || vs.Anchored || vs.Smoothed {
+	if vs.OriginalOffset != 0 || vs.Offset != 0 || vs.OriginalOffsetExpr != nil || vs.Timestamp != nil || vs.StartOrEnd != 0 || vs.Anchored || vs.Smoothed {
 		return false
 	}
 	for _, m := range vs.LabelMatchers {

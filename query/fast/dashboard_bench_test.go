@@ -271,7 +271,7 @@ func cpuTime() time.Duration {
 }
 
 // watchHeap samples the bytes of live and not yet swept heap objects
-// every millisecond (runtime/metrics, which does not stop the world) until
+// every 10 ms (runtime/metrics, which does not stop the world) until
 // the returned function is called, which returns the peak seen.
 func watchHeap() func() uint64 {
 	var (
@@ -282,7 +282,7 @@ func watchHeap() func() uint64 {
 	)
 	go func() {
 		defer close(done)
-		t := time.NewTicker(time.Millisecond)
+		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		for {
 			metrics.Read(sample)

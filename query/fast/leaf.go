@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
@@ -111,6 +112,10 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 				sh.n++
 				series := sh.set.At()
 				lset := series.Labels()
+				if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
+					// Type and unit labels change how upstream groups.
+					return ErrFallback
+				}
 				sh.hash = sh.hash*31 + lset.Hash()
 				if i%workers != w {
 					continue
