@@ -21,7 +21,8 @@ type aggregator struct {
 	groups []*aggGroup
 	lb     *labels.Builder
 	keyBuf []byte
-	member []int // group of each column of the current batch
+	member []int    // group of each column of the current batch
+	keys   [][]byte // grouping key of each column of the current batch
 	// withoutKey is the sorted grouping plus __name__: upstream's hash
 	// for without ignores the metric name.
 	withoutKey []string
@@ -45,15 +46,21 @@ func newAggregator(ev *evaluator, a *aggregate) *aggregator {
 	return &aggregator{ev: ev, a: a, index: map[string]int{}, lb: labels.NewBuilder(labels.EmptyLabels()), withoutKey: slices.Compact(wk)}
 }
 
-func (ag *aggregator) groupOf(c *column) int {
+// key writes the grouping key of lset into buf.
+func (ag *aggregator) key(buf []byte, lset labels.Labels) []byte {
 	if ag.a.without {
-		ag.keyBuf = c.lset.BytesWithoutLabels(ag.keyBuf, ag.withoutKey...)
-	} else {
-		ag.keyBuf = c.lset.BytesWithLabels(ag.keyBuf, ag.a.grouping...)
+		return lset.BytesWithoutLabels(buf, ag.withoutKey...)
 	}
-	if i, ok := ag.index[string(ag.keyBuf)]; ok {
+	return lset.BytesWithLabels(buf, ag.a.grouping...)
+}
+
+// groupOf returns the group of c, whose key is key, creating it in
+// arrival order.
+func (ag *aggregator) groupOf(c *column, key []byte) int {
+	if i, ok := ag.index[string(key)]; ok {
 		return i
 	}
+	ag.keyBuf = append(ag.keyBuf[:0], key...)
 	ag.lb.Reset(c.lset)
 	var lset labels.Labels
 	switch {
@@ -81,9 +88,19 @@ func (ag *aggregator) groupOf(c *column) int {
 }
 
 func (ag *aggregator) batch(cols []*column) error {
+	// Keys are built in parallel; groups are numbered in order.
+	for len(ag.keys) < len(cols) {
+		ag.keys = append(ag.keys, nil)
+	}
+	_ = parallel(ag.ev.opts.Workers, len(cols), func(_, lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			ag.keys[i] = ag.key(ag.keys[i], cols[i].lset)
+		}
+		return nil
+	})
 	ag.member = ag.member[:0]
-	for _, c := range cols {
-		g := ag.groupOf(c)
+	for i, c := range cols {
+		g := ag.groupOf(c, ag.keys[i])
 		ag.member = append(ag.member, g)
 		if c.dropName {
 			ag.groups[g].dropName = true

@@ -182,6 +182,13 @@ func buildBenchDB(b *testing.B, s benchShape) *tsdb.DB {
 			b.Fatal(err)
 		}
 	}
+	// Persist what a server would have persisted by now (the 24 h shape
+	// becomes 2 h blocks plus a head), and keep background compaction from
+	// running during the measurements.
+	if err := db.Compact(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	db.DisableCompactions()
 	return db
 }
 

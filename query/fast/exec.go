@@ -135,7 +135,11 @@ func (p *Plan) Range(ctx context.Context, q storage.Queryable, opts Options, sta
 // order of results.
 func (p *Plan) Instant(ctx context.Context, q storage.Queryable, opts Options, ts time.Time) (promql.Vector, annotations.Annotations, error) {
 	t := ts.UnixMilli()
-	ev := &evaluator{ctx: ctx, q: q, opts: opts.withDefaults(), start: t, end: t, interval: 1, steps: 1, instant: true}
+	opts = opts.withDefaults()
+	// One step leaves little to share: a second worker would only walk the
+	// selection a second time (each worker selects every series).
+	opts.Workers = 1
+	ev := &evaluator{ctx: ctx, q: q, opts: opts, start: t, end: t, interval: 1, steps: 1, instant: true}
 	cols, err := ev.runTop(p)
 	if err != nil {
 		return nil, ev.annos, err

@@ -223,7 +223,7 @@ func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column)
 	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
 	sh.it = s.Iterator(sh.it)
 	buf := sh.buf[:0]
-	for vt := sh.it.Next(); vt != chunkenc.ValNone; vt = sh.it.Next() {
+	for vt := sh.it.Seek(mint); vt != chunkenc.ValNone; vt = sh.it.Next() {
 		if vt != chunkenc.ValFloat {
 			return false, ErrFallback
 		}
