@@ -54,11 +54,11 @@ type aggregate struct {
 
 // quantile is histogram_quantile over classic (le) buckets.
 type quantile struct {
-	q       float64
-	qPos    posrange.PositionRange
-	argPos  posrange.PositionRange
-	expr    node
-	inLeaf  bool // the argument is a selector chain, whose metric name is kept for annotations
+	q      float64
+	qPos   posrange.PositionRange
+	argPos posrange.PositionRange
+	expr   node
+	inLeaf bool // the argument is a selector chain, whose metric name is kept for annotations
 }
 
 func (*leaf) isNode()      {}

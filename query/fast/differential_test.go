@@ -243,7 +243,7 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 	fo := fast.DefaultOptions()
 	fo.DelayedNameRemoval = delayed
 	fo.BatchSeries = 7 // several batches even on small data
-	fo.Workers = 3 // more goroutines than cores, to shake out races
+	fo.Workers = 3     // more goroutines than cores, to shake out races
 	var compiled, ran, fellBack int
 	for i := 0; i < n; i++ {
 		qs := genQuery(r)

@@ -168,6 +168,10 @@ func (ev *evaluator) runTop(p *Plan) (cols []*column, err error) {
 	}()
 	c := &collector{}
 	if err := ev.run(p.root, c); err != nil {
+		if cerr := ev.checkContext(); cerr != nil && !errors.Is(err, ErrFallback) {
+			// Storage reports the context's end in its own words.
+			return nil, cerr
+		}
 		return nil, err
 	}
 	return c.cols, nil

@@ -1,0 +1,93 @@
+package fast_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/tailroot/tailroot/query"
+	"github.com/tailroot/tailroot/query/fast"
+)
+
+// TestContextEnds checks that a cancelled or expired query stops with the
+// upstream engine's error types, which the API maps to its error kinds.
+func TestContextEnds(t *testing.T) {
+	db := openDiffDB(t, 3)
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(`sum by (job) (rate(req_total[5m]))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, ok := fast.Compile(expr)
+	if !ok {
+		t.Fatal("not compiled")
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel2()
+	start := diffStart.Add(time.Hour)
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		want any
+	}{
+		"cancelled": {cancelled, promql.ErrQueryCanceled("")},
+		"expired":   {expired, promql.ErrQueryTimeout("")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := plan.Range(tc.ctx, db, fast.DefaultOptions(), start, start.Add(time.Hour), 15*time.Second)
+			switch tc.want.(type) {
+			case promql.ErrQueryCanceled:
+				var e promql.ErrQueryCanceled
+				if !errors.As(err, &e) {
+					t.Fatalf("err = %v (%T), want ErrQueryCanceled", err, err)
+				}
+			case promql.ErrQueryTimeout:
+				var e promql.ErrQueryTimeout
+				if !errors.As(err, &e) {
+					t.Fatalf("err = %v (%T), want ErrQueryTimeout", err, err)
+				}
+			}
+		})
+	}
+}
+
+// TestMaxSamplesRefusedAsUpstream checks that a query whose upstream
+// accounting reaches --query.max-samples gets upstream's own refusal: the
+// fast path hands it back rather than answering what upstream refuses.
+func TestMaxSamplesRefusedAsUpstream(t *testing.T) {
+	db := openDiffDB(t, 4)
+	start := diffStart.Add(time.Hour)
+	qs := `sum by (job) (rate(req_total[5m]))`
+	var errs []string
+	for _, eng := range []string{query.EngineFast, query.EngineUpstream} {
+		opts := query.DefaultOptions()
+		opts.Engine = eng
+		opts.MaxSamples = 500
+		ng, err := query.New(opts, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qry, err := ng.NewRangeQuery(context.Background(), db, nil, qs, start, start.Add(time.Hour), 15*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := qry.Exec(context.Background())
+		if res.Err == nil {
+			t.Fatalf("%s: no error under max-samples=500", eng)
+		}
+		errs = append(errs, res.Err.Error())
+		if eng == query.EngineFast {
+			if answered, back := ng.FastPathCounts(); answered != 0 || back != 1 {
+				t.Errorf("fast path answered %d, handed back %d; want 0, 1", answered, back)
+			}
+		}
+		_ = ng.Close()
+	}
+	if errs[0] != errs[1] {
+		t.Fatalf("fast engine error %q, upstream %q", errs[0], errs[1])
+	}
+}
