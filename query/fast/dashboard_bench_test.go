@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 
@@ -213,6 +214,7 @@ func BenchmarkDashboard(b *testing.B) {
 			db := buildBenchDB(b, s)
 			end := benchStart.Add(s.span)
 			for _, q := range s.queries {
+				checkSameAnswer(b, db, q, end)
 				for _, eng := range []string{query.EngineFast, query.EngineUpstream} {
 					b.Run(q.name+"/engine="+eng, func(b *testing.B) {
 						opts := query.DefaultOptions()
@@ -275,6 +277,42 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// checkSameAnswer fails the benchmark unless both engines return the same
+// result, bitwise, over the benchmark's data (blocks and head for the 24 h
+// shape): speed is only worth measuring for the same answers.
+func checkSameAnswer(b *testing.B, db *tsdb.DB, q benchQuery, end time.Time) {
+	b.Helper()
+	var vals []parser.Value
+	for _, eng := range []string{query.EngineFast, query.EngineUpstream} {
+		opts := query.DefaultOptions()
+		opts.Engine = eng
+		ng, err := query.New(opts, nil, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var qry promql.Query
+		if q.rng == 0 {
+			qry, err = ng.NewInstantQuery(context.Background(), db, nil, q.qs, end)
+		} else {
+			qry, err = ng.NewRangeQuery(context.Background(), db, nil, q.qs, end.Add(-q.rng), end, q.step)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		res := qry.Exec(context.Background())
+		if res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		vals = append(vals, res.Value)
+		_ = ng.Close()
+	}
+	if q.classic {
+		if d := diffValues(vals[1], vals[0], true); d != "" {
+			b.Fatalf("%s: fast and upstream answers differ: %s", q.name, d)
+		}
+	}
 }
 
 // watchHeap samples the bytes of live and not yet swept heap objects
