@@ -67,6 +67,11 @@ func (e *Engine) newFastQuery(q storage.Queryable, opts promql.QueryOpts, qs str
 	if !ok {
 		return nil
 	}
+	for _, m := range plan.Metrics() {
+		if _, native := e.fast.native.Load(m); native {
+			return nil
+		}
+	}
 	lookback := e.opts.LookbackDelta
 	if opts != nil && opts.LookbackDelta() > 0 {
 		lookback = opts.LookbackDelta()
@@ -83,6 +88,23 @@ func (e *Engine) newFastQuery(q storage.Queryable, opts promql.QueryOpts, qs str
 // handed back to the upstream engine while evaluating.
 type fastCounters struct {
 	answered, handedBack atomic.Uint64
+	// native holds metric names that had native histogram samples: their
+	// queries go upstream without a first attempt. At most maxNative.
+	native  sync.Map
+	nNative atomic.Int64
+}
+
+const maxNative = 10_000
+
+func (c *fastCounters) rememberNative(names []string) {
+	for _, n := range names {
+		if c.nNative.Load() >= maxNative {
+			return
+		}
+		if _, loaded := c.native.LoadOrStore(n, struct{}{}); !loaded {
+			c.nNative.Add(1)
+		}
+	}
 }
 
 func (c *fastCounters) register(reg prometheus.Registerer) {
@@ -114,6 +136,9 @@ func (f *fastQuery) Exec(ctx context.Context) *promql.Result {
 	res, err := f.exec(ctx)
 	if errors.Is(err, fast.ErrFallback) {
 		f.e.fast.handedBack.Add(1)
+		if errors.Is(err, fast.ErrHistogram) {
+			f.e.fast.rememberNative(f.plan.Metrics())
+		}
 		return f.fallback(ctx)
 	}
 	f.e.fast.answered.Add(1)

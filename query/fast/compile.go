@@ -2,6 +2,7 @@ package fast
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,11 @@ import (
 // start timestamp, a sample budget close to the limit). Nothing has been
 // returned to the caller; it should evaluate the query upstream.
 var ErrFallback = errors.New("fast: expression needs the upstream engine")
+
+// ErrHistogram is the ErrFallback returned when a selected series holds a
+// native histogram sample. A caller may remember the metric names
+// (Plan.Metrics) and send their next queries upstream directly.
+var ErrHistogram = fmt.Errorf("%w: native histogram sample", ErrFallback)
 
 // node is one operator of a compiled plan. Each node streams its output
 // series, in upstream's order, to a sink.
@@ -59,6 +65,27 @@ type quantile struct {
 	argPos posrange.PositionRange
 	expr   node
 	inLeaf bool // the argument is a selector chain, whose metric name is kept for annotations
+}
+
+// Metrics returns the metric names the plan selects.
+func (p *Plan) Metrics() []string {
+	var out []string
+	for _, l := range p.leafs {
+		out = append(out, metricName(l.vs))
+	}
+	return out
+}
+
+func metricName(vs *parser.VectorSelector) string {
+	if vs.Name != "" {
+		return vs.Name
+	}
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			return m.Value
+		}
+	}
+	return ""
 }
 
 func (*leaf) isNode()      {}

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -177,14 +176,7 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		return err
 	}
 	if anyOutput && (l.fn == "rate" || l.fn == "increase") {
-		name := l.vs.Name
-		if name == "" {
-			for _, m := range l.vs.LabelMatchers {
-				if m.Name == labels.MetricName {
-					name = m.Value
-				}
-			}
-		}
+		name := metricName(l.vs)
 		if !strings.HasSuffix(name, "_total") && !strings.HasSuffix(name, "_sum") &&
 			!strings.HasSuffix(name, "_count") && !strings.HasSuffix(name, "_bucket") {
 			ev.addAnno(annotations.NewPossibleNonCounterInfo(name, l.argPos))
@@ -225,7 +217,7 @@ func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column)
 	buf := sh.buf[:0]
 	for vt := sh.it.Seek(mint); vt != chunkenc.ValNone; vt = sh.it.Next() {
 		if vt != chunkenc.ValFloat {
-			return false, ErrFallback
+			return false, ErrHistogram
 		}
 		t, f := sh.it.At()
 		if t < mint || t > maxt {

@@ -91,3 +91,34 @@ func TestMaxSamplesRefusedAsUpstream(t *testing.T) {
 		t.Fatalf("fast engine error %q, upstream %q", errs[0], errs[1])
 	}
 }
+
+// TestNativeHistogramRemembered checks that a metric found to hold native
+// histograms is sent upstream directly the next time, and answered alike.
+func TestNativeHistogramRemembered(t *testing.T) {
+	db := openDiffDB(t, 5)
+	opts := query.DefaultOptions()
+	ng, err := query.New(opts, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ng.Close()
+	start := diffStart.Add(time.Hour)
+	var results []string
+	for range 2 {
+		qry, err := ng.NewRangeQuery(context.Background(), db, nil, `histogram_quantile(0.9, sum(rate(ttft_seconds[5m])))`, start, start.Add(time.Hour), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := qry.Exec(context.Background())
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		results = append(results, res.Value.String())
+	}
+	if answered, back := ng.FastPathCounts(); answered != 0 || back != 1 {
+		t.Errorf("fast path answered %d, handed back %d; want 0 and 1 (the second query goes upstream directly)", answered, back)
+	}
+	if results[0] != results[1] || results[0] == "" {
+		t.Errorf("answers differ or are empty: %q vs %q", results[0], results[1])
+	}
+}
