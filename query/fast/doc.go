@@ -21,11 +21,17 @@
 //     Compile rejects offsets, @, subqueries, anchored or smoothed
 //     selectors, selectors without a metric name, other functions and
 //     vector-vector operations; evaluation returns ErrFallback when it meets
-//     a native histogram sample, a start timestamp on a counter, per-step
-//     statistics, per-query cost limits, or a query whose upstream sample
-//     accounting could reach MaxSamples. The caller then runs the upstream
-//     engine, which stays the reference (a differential test over generated
-//     queries checks the two against each other).
+//     a native histogram sample (ErrHistogram), a start timestamp on a
+//     counter (stored only with the TSDB's start-timestamp storage on),
+//     series with __type__/__unit__ labels, a selection that changed between
+//     the workers' reads, or a query whose upstream sample accounting could
+//     reach MaxSamples. The caller then runs the upstream engine, which
+//     stays the reference (a differential test over generated queries
+//     checks the two against each other).
+//   - Series are sharded over Workers goroutines, each reading through its
+//     own querier (a querier's chunk reader is not goroutine-safe) and
+//     walking the same selection in the same order, which a hash of the
+//     labels checks batch by batch.
 //   - Memory is bounded by a batch of series at a time: one series' samples
 //     per worker and one column of step values per series of the batch,
 //     plus the aggregated output; samples are never all materialised.
