@@ -3,6 +3,7 @@ package fast
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -77,7 +78,9 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 			return err
 		}
 		shards[w].querier = q
-		shards[w].set = q.Select(ev.ctx, false, hints, l.vs.LabelMatchers...)
+		// Copies each: the TSDB sorts the matchers it is given in place.
+		h := *hints
+		shards[w].set = q.Select(ev.ctx, false, &h, slices.Clone(l.vs.LabelMatchers)...)
 		return nil
 	})
 	if err != nil {
