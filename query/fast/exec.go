@@ -27,7 +27,9 @@ type Options struct {
 	// as it would alone. Zero means 50 million.
 	MaxSamples int
 	// Workers is how many goroutines shard the series of one query. Zero
-	// or negative means GOMAXPROCS.
+	// or negative means GOMAXPROCS, at most 4: every worker walks the whole
+	// selection (each reads through its own querier), so more workers
+	// cost index work on every one of them.
 	Workers int
 	// BatchSeries is how many series are evaluated before their step
 	// values are folded into the aggregation; it bounds memory to
@@ -51,7 +53,7 @@ func (o Options) withDefaults() Options {
 		o.MaxSamples = 50_000_000
 	}
 	if o.Workers <= 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
+		o.Workers = min(runtime.GOMAXPROCS(0), 4)
 	}
 	if o.BatchSeries <= 0 {
 		o.BatchSeries = 1024
