@@ -226,9 +226,11 @@ func genQuery(r *rand.Rand) string {
 // for result, bitwise, over generated queries, ranges and steps.
 func TestDifferential(t *testing.T) {
 	for _, delayed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("delayed_name_removal=%v", delayed), func(t *testing.T) {
-			runDifferential(t, delayed, 1, 400)
-		})
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("delayed_name_removal=%v/seed=%d", delayed, seed), func(t *testing.T) {
+				runDifferential(t, delayed, seed, 250)
+			})
+		}
 	}
 }
 
