@@ -50,6 +50,12 @@ func TestUpstreamPromQLSuite(t *testing.T) {
 			name = "metricsql-fallback"
 		}
 		t.Run(name, func(t *testing.T) { promqltest.RunBuiltinTests(skipper{t}, ng) })
+		// The suite must exercise the fast path, not only pass around it.
+		answered, handedBack := ng.FastPathCounts()
+		t.Logf("%s: the fast path answered %d queries and handed back %d", name, answered, handedBack)
+		if answered < 100 {
+			t.Errorf("%s: the fast path answered only %d of the suite's queries", name, answered)
+		}
 	}
 }
 

@@ -6,7 +6,12 @@
 // exactly as Prometheus does.
 //
 // Invariants: a query the PromQL parser accepts is evaluated unchanged by the
-// upstream engine; only a query PromQL rejects and MetricsQL accepts is
+// upstream engine, or, for the instant and range queries query/fast compiles
+// (Options.Engine "fast", the default), by that package with bitwise the
+// same answers — it hands a query back to the upstream engine whenever it
+// meets what it does not take (native histograms, start timestamps, a
+// sample budget near MaxSamples), and concurrency and the timeout bound
+// both alike; only a query PromQL rejects and MetricsQL accepts is
 // translated — only for a caller that opted in (WithMetricsQL, or
 // Options.MetricsQL) — and anything else returns the PromQL parse error. A
 // planned function's result carries the annotations of the argument queries

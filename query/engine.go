@@ -50,6 +50,10 @@ type Options struct {
 	BinopFillModifiers    bool
 	UnquotedUTF8Names     bool
 	DelayedNameRemoval    bool
+	// Engine chooses the evaluator: EngineFast (the default, also for "")
+	// evaluates the expressions query/fast compiles with it and the rest
+	// upstream; EngineUpstream sends every query to the upstream engine.
+	Engine string
 }
 
 // DefaultOptions is what `tailroot serve` evaluates with.
@@ -60,6 +64,7 @@ func DefaultOptions() Options {
 		LookbackDelta: 5 * time.Minute,
 		MaxConcurrent: 20,
 		Limits:        qlimit.DefaultLimits(),
+		Engine:        EngineFast,
 	}
 }
 
@@ -89,6 +94,9 @@ type Engine struct {
 	parser parser.Parser
 	funcs  map[string]*parser.Function
 	opts   Options
+	// tracker bounds concurrency for fast queries as for upstream ones.
+	tracker promql.QueryTracker
+	fast    fastCounters
 }
 
 // New builds an engine over the functions of reg (DefaultRegistry when nil).
@@ -110,6 +118,13 @@ func New(opts Options, reg *Registry, logger *slog.Logger, promReg prometheus.Re
 	}
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 20
+	}
+	switch opts.Engine {
+	case "":
+		opts.Engine = EngineFast
+	case EngineFast, EngineUpstream:
+	default:
+		return nil, fmt.Errorf("query engine %q: want %q or %q", opts.Engine, EngineFast, EngineUpstream)
 	}
 	funcs := reg.Functions()
 	p := qlimit.Parser{Parser: parser.NewParser(parser.Options{
@@ -144,7 +159,9 @@ func New(opts Options, reg *Registry, logger *slog.Logger, promReg prometheus.Re
 		UseStartTimestamps:       true,
 		Parser:                   p,
 	})
-	return &Engine{reg: reg, ng: ng, parser: p, funcs: funcs, opts: opts}, nil
+	e := &Engine{reg: reg, ng: ng, parser: p, funcs: funcs, opts: opts, tracker: tracker}
+	e.fast.register(promReg)
+	return e, nil
 }
 
 // Parser returns the PromQL parser with tailroot's functions, for the API's
@@ -169,6 +186,9 @@ func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts 
 		return nil, err
 	} else if calls != nil {
 		return &plannedQuery{e: e, q: q, opts: opts, expr: expr, calls: calls, start: ts, end: ts, qs: qs}, nil
+	}
+	if fq := e.newFastQuery(q, opts, qs, ts, ts, 0); fq != nil {
+		return fq, nil
 	}
 	qry, err := e.ng.NewInstantQuery(ctx, q, opts, qs, ts)
 	if err == nil || !isParseError(err) || !e.metricsQLAllowed(ctx) {
@@ -206,6 +226,11 @@ func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts pr
 			return nil, fmt.Errorf("invalid expression type %q for range query, must be Scalar or instant Vector", parser.DocumentedType(expr.Type()))
 		}
 		return &plannedQuery{e: e, q: q, opts: opts, expr: expr, calls: calls, start: start, end: end, step: step, qs: qs}, nil
+	}
+	if step > 0 {
+		if fq := e.newFastQuery(q, opts, qs, start, end, step); fq != nil {
+			return fq, nil
+		}
 	}
 	qry, err := e.ng.NewRangeQuery(ctx, q, opts, qs, start, end, step)
 	if err == nil || !isParseError(err) || !e.metricsQLAllowed(ctx) {

@@ -136,6 +136,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addPeerFlags(fs, &c.peers)
 	addRecordsCheckpointFlag(fs, c)
 	c.parquet.registerFlags(fs)
+	addEngineFlags(fs, c)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,40 @@
+// Package fast evaluates the PromQL shapes dashboards send — range
+// functions over one metric, aggregations of them, histogram_quantile over
+// aggregated classic buckets, arithmetic and comparisons with number
+// literals — in one pass over each series' samples, with series sharded
+// across goroutines and aggregations folded per step batch.
+//
+// In: a parsed expression (Compile says whether this package can take it),
+// a storage.Queryable, and an instant or a range of steps. Out: the
+// promql.Matrix or promql.Vector the upstream engine would return, with the
+// same annotations that matter (possible non-counter, invalid quantile, bad
+// bucket label, forced monotonicity).
+//
+// Invariants:
+//   - Answers are bitwise identical to the upstream engine's. Every float is
+//     computed with upstream's formula and order of operations: the same
+//     extrapolation arithmetic for rate/increase/delta, Kahan sums added in
+//     series order per step (the fold is parallel over steps, never over
+//     series, so the order of additions is the upstream one), and
+//     promql.BucketQuantile itself for classic histograms.
+//   - Whatever this package is not sure to answer exactly it refuses:
+//     Compile rejects offsets, @, subqueries, anchored or smoothed
+//     selectors, selectors without a metric name, other functions and
+//     vector-vector operations; evaluation returns ErrFallback when it meets
+//     a native histogram sample (ErrHistogram), a start timestamp on a
+//     counter (stored only with the TSDB's start-timestamp storage on),
+//     series with __type__/__unit__ labels, a selection that changed between
+//     the workers' reads, or a query whose upstream sample accounting could
+//     reach MaxSamples. The caller then runs the upstream engine, which
+//     stays the reference (a differential test over generated queries
+//     checks the two against each other).
+//   - Series are sharded over Workers goroutines, each reading through its
+//     own querier (a querier's chunk reader is not goroutine-safe) and
+//     walking the same selection in the same order, which a hash of the
+//     labels checks batch by batch.
+//   - Memory is bounded by a batch of series at a time: one series' samples
+//     per worker and one column of step values per series of the batch,
+//     plus the aggregated output; samples are never all materialised.
+//   - Context cancellation and the deadline stop every worker between series
+//     and return promql.ErrQueryCanceled / ErrQueryTimeout as upstream does.
+package fast

@@ -1,0 +1,452 @@
+package fast
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/kahansum"
+)
+
+type fpoint struct {
+	t int64
+	f float64
+}
+
+// worker holds one goroutine's reusable buffers.
+type worker struct {
+	buf    []fpoint // the series being computed
+	resets []int
+}
+
+// window returns the selector's data range [mint, maxt] as upstream
+// computes it for the querier and the hints.
+func (ev *evaluator) window(l *leaf) (mint, maxt int64) {
+	if l.fn == "" {
+		return ev.start - ev.opts.LookbackDelta.Milliseconds() + 1, ev.end
+	}
+	return ev.start - l.rng.Milliseconds() + 1, ev.end
+}
+
+// shard is one worker's view of a leaf: its own querier (a querier's
+// chunk reader is not safe for concurrent use — the head keeps a
+// per-reader cache of a series' chunks for range queries), its own series
+// set over the same selection, and its buffers.
+type shard struct {
+	querier storage.Querier
+	set     storage.SeriesSet
+	it      chunkenc.Iterator
+	worker
+	hash uint64 // of the labels of the batch it walked
+	n    int    // series it walked in the batch
+	err  error
+}
+
+func (ev *evaluator) runLeaf(l *leaf, s sink) error {
+	mint, maxt := ev.window(l)
+	step := ev.interval
+	if ev.instant {
+		step = 0
+	}
+	hints := &storage.SelectHints{
+		Start: mint, End: maxt, Step: step, Range: l.rng.Milliseconds(),
+		Func: l.hintFunc, By: l.hintBy, Grouping: l.hintGrp,
+	}
+	// Every worker selects the same series and walks all of them in the
+	// same order, evaluating every W-th; a hash of the labels each walked
+	// proves, batch by batch, that all saw the same series in the same
+	// order (a series created in between would break it: the query is
+	// then handed back).
+	shards := make([]shard, ev.opts.Workers)
+	defer func() {
+		for i := range shards {
+			if shards[i].querier != nil {
+				_ = shards[i].querier.Close()
+			}
+		}
+	}()
+	err := parallel(len(shards), len(shards), func(w, _, _ int) error {
+		q, err := ev.q.Querier(mint, maxt)
+		if err != nil {
+			return err
+		}
+		shards[w].querier = q
+		// Copies each: the TSDB sorts the matchers it is given in place.
+		h := *hints
+		shards[w].set = q.Select(ev.ctx, false, &h, slices.Clone(l.vs.LabelMatchers)...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	batch := ev.opts.BatchSeries
+	bufs := getBuffers(batch * ev.steps)
+	defer putBuffers(bufs)
+	cols := make([]column, batch)
+	for i := range cols {
+		cols[i].v = bufs.vals[i*ev.steps : (i+1)*ev.steps]
+		cols[i].has = bufs.has[i*ev.steps : (i+1)*ev.steps]
+		cols[i].dropName = l.dropName
+	}
+	var (
+		nonEmpty  = make([]bool, batch)
+		out       = make([]*column, 0, batch)
+		anyOutput bool
+		total     int
+		workers   = len(shards)
+	)
+	for {
+		err := parallel(workers, workers, func(w, _, _ int) error {
+			sh := &shards[w]
+			sh.hash, sh.n = 0, 0
+			for i := 0; i < batch; i++ {
+				if !sh.set.Next() {
+					break
+				}
+				sh.n++
+				series := sh.set.At()
+				lset := series.Labels()
+				if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
+					// Type and unit labels change how upstream groups.
+					return ErrFallback
+				}
+				sh.hash = sh.hash*31 + lset.Hash()
+				if i%workers != w {
+					continue
+				}
+				if i/workers%64 == 0 {
+					if err := ev.checkContext(); err != nil {
+						return err
+					}
+				}
+				c := &cols[i]
+				c.lset = lset
+				ok, err := sh.evalSeries(ev, l, series, c)
+				if err != nil {
+					return err
+				}
+				nonEmpty[i] = ok
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		n := shards[0].n
+		for w := range shards {
+			if shards[w].n != n || shards[w].hash != shards[0].hash {
+				return ErrFallback
+			}
+		}
+		total += n
+		// Upstream holds every point of a range function's result at
+		// once; a query that could come near its limit is left to
+		// upstream to refuse.
+		if total*ev.steps > ev.opts.MaxSamples/2 {
+			return ErrFallback
+		}
+		out = out[:0]
+		for i := 0; i < n; i++ {
+			if nonEmpty[i] {
+				out = append(out, &cols[i])
+			}
+		}
+		anyOutput = anyOutput || len(out) > 0
+		if err := s.batch(out); err != nil {
+			return err
+		}
+		if n < batch {
+			break
+		}
+	}
+	for w := range shards {
+		if err := shards[w].set.Err(); err != nil {
+			return err
+		}
+	}
+	ev.mu.Lock()
+	ev.annos.Merge(shards[0].set.Warnings())
+	ev.mu.Unlock()
+	if err := ev.checkContext(); err != nil {
+		return err
+	}
+	if anyOutput && (l.fn == "rate" || l.fn == "increase") {
+		name := metricName(l.vs)
+		if !strings.HasSuffix(name, "_total") && !strings.HasSuffix(name, "_sum") &&
+			!strings.HasSuffix(name, "_count") && !strings.HasSuffix(name, "_bucket") {
+			ev.addAnno(annotations.NewPossibleNonCounterInfo(name, l.argPos))
+		}
+	}
+	return nil
+}
+
+// buffers are a leaf's step columns, pooled across queries.
+type buffers struct {
+	vals []float64
+	has  []bool
+}
+
+var bufferPool sync.Pool
+
+func getBuffers(n int) *buffers {
+	b, _ := bufferPool.Get().(*buffers)
+	if b == nil || cap(b.vals) < n {
+		return &buffers{vals: make([]float64, n), has: make([]bool, n)}
+	}
+	b.vals, b.has = b.vals[:n], b.has[:n]
+	return b
+}
+
+func putBuffers(b *buffers) { bufferPool.Put(b) }
+
+// evalSeries reads one series once, inside the leaf's window and without
+// stale markers for range functions, and computes its value at every
+// step. It reports whether any step has a value, and returns ErrFallback
+// on what only upstream evaluates: a histogram sample, or a start
+// timestamp where rate, increase or irate would use it.
+func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column) (bool, error) {
+	mint, maxt := ev.window(l)
+	instant := l.fn == ""
+	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
+	sh.it = s.Iterator(sh.it)
+	buf := sh.buf[:0]
+	for vt := sh.it.Seek(mint); vt != chunkenc.ValNone; vt = sh.it.Next() {
+		if vt != chunkenc.ValFloat {
+			return false, ErrHistogram
+		}
+		t, f := sh.it.At()
+		if t < mint || t > maxt {
+			continue
+		}
+		if usesST && sh.it.AtST() != 0 {
+			return false, ErrFallback
+		}
+		if !instant && value.IsStaleNaN(f) {
+			continue
+		}
+		buf = append(buf, fpoint{t, f})
+	}
+	sh.buf = buf
+	if err := sh.it.Err(); err != nil {
+		return false, fmt.Errorf("read %s: %w", s.Labels(), err)
+	}
+	clear(c.has)
+	if len(buf) == 0 {
+		return false, nil
+	}
+	if instant {
+		return sh.instantSteps(ev, c), nil
+	}
+	return sh.rangeSteps(ev, l, c), nil
+}
+
+func (wk *worker) instantSteps(ev *evaluator, c *column) bool {
+	buf, lb := wk.buf, ev.opts.LookbackDelta.Milliseconds()
+	any := false
+	j := 0
+	ts := ev.start
+	for i := 0; i < ev.steps; i, ts = i+1, ts+ev.interval {
+		for j < len(buf) && buf[j].t <= ts {
+			j++
+		}
+		if j == 0 {
+			continue
+		}
+		p := buf[j-1]
+		if p.t <= ts-lb || value.IsStaleNaN(p.f) {
+			continue
+		}
+		c.v[i], c.has[i] = p.f, true
+		any = true
+	}
+	return any
+}
+
+func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
+	buf, rng := wk.buf, l.rng.Milliseconds()
+	isCounter := l.fn == "rate" || l.fn == "increase"
+	if isCounter {
+		// Positions where the counter went down, in order: rate adds the
+		// value before each one inside the window, as upstream does.
+		wk.resets = wk.resets[:0]
+		for i := 1; i < len(buf); i++ {
+			if buf[i].f < buf[i-1].f {
+				wk.resets = append(wk.resets, i)
+			}
+		}
+	}
+	any := false
+	lo, hi, r := 0, 0, 0
+	ts := ev.start
+	for i := 0; i < ev.steps; i, ts = i+1, ts+ev.interval {
+		for lo < len(buf) && buf[lo].t <= ts-rng {
+			lo++
+		}
+		for hi < len(buf) && buf[hi].t <= ts {
+			hi++
+		}
+		if hi <= lo {
+			continue
+		}
+		w := buf[lo:hi]
+		var (
+			v  float64
+			ok = true
+		)
+		switch l.fn {
+		case "rate", "increase", "delta":
+			if isCounter {
+				for r < len(wk.resets) && wk.resets[r] <= lo {
+					r++
+				}
+				v, ok = extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, l.fn == "rate")
+			} else {
+				v, ok = extrapolatedRate(w, nil, lo, hi, ts, l, false, false)
+			}
+		case "irate":
+			v, ok = irate(w)
+		case "sum_over_time":
+			var sum, cc float64
+			for _, p := range w {
+				sum, cc = kahansum.Inc(p.f, sum, cc)
+			}
+			if math.IsInf(sum, 0) {
+				v = sum
+			} else {
+				v = sum + cc
+			}
+		case "avg_over_time":
+			v = avgOverTime(w)
+		case "min_over_time":
+			v = w[0].f
+			for _, p := range w {
+				if p.f < v || math.IsNaN(v) {
+					v = p.f
+				}
+			}
+		case "max_over_time":
+			v = w[0].f
+			for _, p := range w {
+				if p.f > v || math.IsNaN(v) {
+					v = p.f
+				}
+			}
+		case "count_over_time":
+			v = float64(len(w))
+		case "last_over_time":
+			v = w[len(w)-1].f
+		default:
+			panic("BUG: fast: unknown range function " + l.fn)
+		}
+		if ok {
+			c.v[i], c.has[i] = v, true
+			any = true
+		}
+	}
+	return any
+}
+
+// extrapolatedRate is upstream's rate/increase/delta for float samples
+// without start timestamps, with the same arithmetic in the same order.
+// resets holds the positions (in the series buffer) of counter resets from
+// the window's second sample on; only those below hi count.
+func extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, isCounter, isRate bool) (float64, bool) {
+	n := len(w) - 1
+	if n == 0 {
+		return 0, false
+	}
+	rangeStart, rangeEnd := ts-l.rng.Milliseconds(), ts
+	firstT, lastT := w[0].t, w[n].t
+	result := w[n].f - w[0].f
+	if isCounter {
+		for _, pos := range resets {
+			if pos >= hi {
+				break
+			}
+			result += w[pos-lo-1].f
+		}
+	}
+	durationToStart := float64(firstT-rangeStart) / 1000
+	durationToEnd := float64(rangeEnd-lastT) / 1000
+	sampledInterval := float64(lastT-firstT) / 1000
+	averageDurationBetweenSamples := sampledInterval / float64(n)
+	extrapolationThreshold := averageDurationBetweenSamples * 1.1
+	if durationToStart >= extrapolationThreshold {
+		durationToStart = averageDurationBetweenSamples / 2
+	}
+	if isCounter {
+		durationToZero := durationToStart
+		if result > 0 && w[0].f >= 0 {
+			durationToZero = sampledInterval * (w[0].f / result)
+		}
+		if durationToZero < durationToStart {
+			durationToStart = durationToZero
+		}
+	}
+	if durationToEnd >= extrapolationThreshold {
+		durationToEnd = averageDurationBetweenSamples / 2
+	}
+	factor := 1.0
+	if sampledInterval != 0 {
+		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
+	}
+	if isRate {
+		factor /= l.rng.Seconds()
+	}
+	return result * factor, true
+}
+
+// irate is upstream's instantValue for two float samples without start
+// timestamps.
+func irate(w []fpoint) (float64, bool) {
+	if len(w) < 2 {
+		return 0, false
+	}
+	p0, p1 := w[len(w)-2], w[len(w)-1]
+	sampledInterval := p1.t - p0.t
+	if sampledInterval == 0 {
+		return 0, false
+	}
+	v := p1.f
+	if !(p1.f < p0.f) {
+		v = p1.f - p0.f
+	}
+	return v / (float64(sampledInterval) / 1000), true
+}
+
+// avgOverTime is upstream's float avg_over_time: a Kahan sum that turns
+// into an incremental mean if the sum would overflow.
+func avgOverTime(w []fpoint) float64 {
+	var (
+		sum, count      = w[0].f, 1.
+		mean, kahanC    float64
+		incrementalMean bool
+	)
+	for i, p := range w[1:] {
+		count = float64(i + 2)
+		if !incrementalMean {
+			newSum, newC := kahansum.Inc(p.f, sum, kahanC)
+			if !math.IsInf(newSum, 0) {
+				sum, kahanC = newSum, newC
+				continue
+			}
+			incrementalMean = true
+			mean = sum / (count - 1)
+			kahanC /= count - 1
+		}
+		q := (count - 1) / count
+		mean, kahanC = kahansum.Inc(p.f/count, q*mean, q*kahanC)
+	}
+	if incrementalMean {
+		return mean + kahanC
+	}
+	return sum/count + kahanC/count
+}
