@@ -75,9 +75,10 @@ lint: ## vet, staticcheck and gofumpt
 	if [ -n "$$out" ]; then echo "gofumpt wants changes in:"; echo "$$out"; exit 1; fi
 
 .PHONY: generate
-generate: ## regenerate eBPF objects (bpf2go, clang-14) and the Thanos StoreAPI client (protoc)
+generate: ## regenerate eBPF objects (bpf2go, clang-14), the Thanos StoreAPI client (protoc) and the system call names (linux-libc-dev)
 	$(GO) generate ./bpf/...
 	$(GO) generate ./query/remote/storepb
+	$(GO) generate ./agent/kernel
 
 .PHONY: check-generated
 check-generated: ## regenerate and fail if committed generated files differ

@@ -402,8 +402,9 @@ func (s *Server) landing(w http.ResponseWriter, r *http.Request) {
 <li><a href="/metrics">tailroot's own metrics</a></li></ul>`))
 }
 
-// writeError is the envelope writer of the handlers that have not moved
-// to httpapi by name yet.
+// writeError is httpapi.WriteError under the name rootcause.go and
+// causal.go still call; new code calls httpapi directly. It goes when they
+// move out of api/.
 var writeError = httpapi.WriteError
 
 // noScrape answers the API's scrape, alerting and rule questions for a

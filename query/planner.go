@@ -257,25 +257,26 @@ func substitute(e parser.Expr, repl map[*parser.Call]parser.Expr) parser.Expr {
 		cp.LHS, cp.RHS = substitute(n.LHS, repl), substitute(n.RHS, repl)
 		return &cp
 	case *parser.ParenExpr:
-		cp := *n
-		cp.Expr = substitute(n.Expr, repl)
-		return &cp
+		return withExpr(n, func(c *parser.ParenExpr) *parser.Expr { return &c.Expr }, repl)
 	case *parser.UnaryExpr:
-		cp := *n
-		cp.Expr = substitute(n.Expr, repl)
-		return &cp
+		return withExpr(n, func(c *parser.UnaryExpr) *parser.Expr { return &c.Expr }, repl)
 	case *parser.StepInvariantExpr:
-		cp := *n
-		cp.Expr = substitute(n.Expr, repl)
-		return &cp
+		return withExpr(n, func(c *parser.StepInvariantExpr) *parser.Expr { return &c.Expr }, repl)
 	case *parser.SubqueryExpr:
-		cp := *n
-		cp.Expr = substitute(n.Expr, repl)
-		return &cp
+		return withExpr(n, func(c *parser.SubqueryExpr) *parser.Expr { return &c.Expr }, repl)
 	}
 	// Selectors and literals hold no calls. A planned call under a
 	// matrix selector cannot parse, and plan refuses one in a subquery.
 	return e
+}
+
+// withExpr returns a shallow copy of n with its one child expression (the
+// field that expr points to in the copy) substituted.
+func withExpr[T any](n *T, expr func(*T) *parser.Expr, repl map[*parser.Call]parser.Expr) *T {
+	cp := *n
+	e := expr(&cp)
+	*e = substitute(*e, repl)
+	return &cp
 }
 
 // plannedQuery evaluates planned calls step by step into an overlay, then

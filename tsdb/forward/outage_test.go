@@ -109,6 +109,7 @@ func TestRestartNeitherResendsNorSkips(t *testing.T) {
 	defer srv.Close()
 	series := []labels.Labels{labels.FromStrings("__name__", "a", "i", "1"), labels.FromStrings("__name__", "a", "i", "2")}
 	sent := map[rwtest.Key]float64{}
+	next := int64(0) // past the last run's samples: a run's are up to 3.9 s ahead
 	for run := 0; run < 3; run++ {
 		o := tsdb.DefaultOptions()
 		o.Dir = dir
@@ -130,7 +131,11 @@ func TestRestartNeitherResendsNorSkips(t *testing.T) {
 		if err := f.ApplyConfig(loadConfig(t, rwConfig(srv.URL, ""))); err != nil {
 			t.Fatal(err)
 		}
-		t0 := time.Now().Add(200 * time.Millisecond).UnixMilli()
+		// A run after a quick one would otherwise reuse a timestamp of the
+		// previous run's (when their starts differ by a multiple of the
+		// 100 ms step) with another value, which the TSDB refuses.
+		t0 := max(time.Now().Add(200*time.Millisecond).UnixMilli(), next)
+		next = t0 + 40*100
 		// Commits up to the moment of the stop: nothing waits for the
 		// receiver before Close.
 		for k, v := range appendSeries(t, db, series, t0, 40, float64(run)*100, metadata.Metadata{}) {
