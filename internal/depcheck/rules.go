@@ -25,8 +25,8 @@ var Rules = []Rule{
 		Why: "apptest starts the built binaries for end-to-end tests; only tests use it",
 	},
 	{
-		From: "*", Unless: []string{"cmd", "api"}, Never: []string{"api"}, Tests: true,
-		Why: "api speaks HTTP only and sits on top: ingest, tsdb, query and attribution work without it; the programs (cmd/) mount it",
+		From: "*", Unless: []string{"cmd", "api", "apptest"}, Never: []string{"api"}, Tests: true,
+		Why: "api speaks HTTP only and sits on top: ingest, tsdb, query and attribution work without it; the programs (cmd/) and the end-to-end tests (apptest/) mount it",
 	},
 	{
 		From: "*", Unless: []string{"cmd", "apptest", "sim"}, Never: []string{"sim"},
