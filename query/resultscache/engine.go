@@ -252,7 +252,7 @@ func (qr *query) Exec(ctx context.Context) *promql.Result {
 			qr.passed = inner
 			return res
 		}
-		x := fromMatrix(m, g.from, g.to)
+		x := fromMatrix(m, g.from, g.to, qr.step)
 		inner.Close()
 		if len(res.Warnings) > 0 {
 			// Annotations belong to the data they were raised on; a
@@ -299,7 +299,7 @@ func (qr *query) Exec(ctx context.Context) *promql.Result {
 			if len(pieces) == 1 {
 				x = pieces[0].crop(qr.start, storeEnd) // immutable: share
 			} else {
-				x = fromAnswer(m, qr.start, storeEnd)
+				x = fromAnswer(m, qr.start, storeEnd, qr.step)
 			}
 			c.store(qr.key, qr.step, x, p)
 			stored = true
@@ -337,8 +337,8 @@ func asMatrix(v any) (promql.Matrix, error) {
 
 // fromAnswer copies the steps of m in [from, to] into an extent. m's
 // histograms are the cache's or fresh copies, so they are shared.
-func fromAnswer(m promql.Matrix, from, to int64) *extent {
-	x := &extent{start: from, end: to, series: make([]series, 0, len(m))}
+func fromAnswer(m promql.Matrix, from, to, step int64) *extent {
+	x := &extent{start: from, end: to, step: step, series: make([]series, 0, len(m))}
 	for _, s := range m {
 		f := cropPoints(s.Floats, from, to, func(p promql.FPoint) int64 { return p.T })
 		h := cropPoints(s.Histograms, from, to, func(p promql.HPoint) int64 { return p.T })

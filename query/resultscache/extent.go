@@ -16,7 +16,8 @@ import (
 // are immutable once built: crops share point arrays, and histograms are
 // copies no engine reuses.
 type extent struct {
-	start, end int64
+	start, end int64 // first and last step
+	step       int64
 	series     []series // sorted by labels
 	bytes      int64
 	noStore    bool // evaluated with annotations: answered, not kept
@@ -35,8 +36,8 @@ func (x *extent) empty() bool { return x.start > x.end }
 // fromMatrix copies m, a range query's answer over [start, end], into an
 // extent; histograms are deep-copied, because the engine hands their
 // memory to the next query once the result is closed.
-func fromMatrix(m promql.Matrix, start, end int64) *extent {
-	x := &extent{start: start, end: end, series: make([]series, 0, len(m))}
+func fromMatrix(m promql.Matrix, start, end, step int64) *extent {
+	x := &extent{start: start, end: end, step: step, series: make([]series, 0, len(m))}
 	for _, s := range m {
 		if len(s.Floats) == 0 && len(s.Histograms) == 0 {
 			continue
@@ -58,10 +59,14 @@ func fromMatrix(m promql.Matrix, start, end int64) *extent {
 	return x
 }
 
-// crop returns the steps of x in [from, to], sharing x's arrays.
+// crop returns the steps of x in [from, to], sharing x's arrays; from and
+// to need not be steps.
 func (x *extent) crop(from, to int64) *extent {
 	from, to = max(from, x.start), min(to, x.end)
-	out := &extent{start: from, end: to}
+	// Onto the grid: the first step ≥ from, the last ≤ to.
+	from = x.start - floorDiv(x.start-from, x.step)*x.step
+	to = x.start + floorDiv(to-x.start, x.step)*x.step
+	out := &extent{start: from, end: to, step: x.step}
 	for _, s := range x.series {
 		f := cropPoints(s.floats, from, to, func(p promql.FPoint) int64 { return p.T })
 		h := cropPoints(s.hists, from, to, func(p promql.HPoint) int64 { return p.T })
@@ -96,7 +101,7 @@ func concat(parts []*extent, step int64) *extent {
 			panic("BUG: resultscache: concat of extents that do not touch")
 		}
 	}
-	out := &extent{start: parts[0].start, end: parts[len(parts)-1].end}
+	out := &extent{start: parts[0].start, end: parts[len(parts)-1].end, step: step}
 	idx := map[uint64][]int{} // labels hash → indexes into out.series
 	for _, x := range parts {
 		for _, s := range x.series {
