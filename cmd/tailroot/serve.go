@@ -77,6 +77,7 @@ type serveConfig struct {
 	limits                               serveLimits
 	peers                                peersConfig
 	parquet                              parquetConfig
+	resultsCache                         resultsCacheFlags
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -135,6 +136,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addForwardFlags(fs, c)
 	addPeerFlags(fs, &c.peers)
 	c.parquet.registerFlags(fs)
+	c.resultsCache.register(fs)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -358,6 +360,7 @@ func serve(args []string) error {
 	}
 
 	ready, healthy := probes(db, recs)
+	resultsCache := c.resultsCache.start(db, engine, global, cfgHolder, reg, logger.With("component", "results-cache"))
 	srv := api.New(db, engine, api.Handlers{RemoteWrite: rw, Extra: extra}, api.Options{
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
@@ -372,6 +375,7 @@ func serve(args []string) error {
 		CORSOrigin:    c.limits.cors,
 		Ready:         ready,
 		Healthy:       healthy,
+		ResultsCache:  resultsCache,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},
