@@ -239,7 +239,14 @@ func (qr *query) Exec(ctx context.Context) *promql.Result {
 		qr.mu.Unlock()
 		if res.Err != nil {
 			inner.Close()
-			return res
+			if g.from == qr.start && g.to == qr.end || ctx.Err() != nil {
+				return res
+			}
+			// A piece failed where the whole range might not (the
+			// upstream querier panics on some ranges that cut a series
+			// with tombstones at both ends): answer exactly as the engine
+			// answers the whole range, uncached.
+			return qr.whole(ctx)
 		}
 		m, err := asMatrix(res.Value)
 		if err != nil {
@@ -312,6 +319,26 @@ func (qr *query) Exec(ctx context.Context) *promql.Result {
 		warnings = annotations.Annotations{}
 	}
 	return &promql.Result{Value: m, Warnings: warnings}
+}
+
+// whole evaluates the query over its whole range with the wrapped engine
+// and returns that result as it is; Close releases it.
+func (qr *query) whole(ctx context.Context) *promql.Result {
+	inner := qr.probe
+	qr.probe = nil
+	if inner == nil {
+		var err error
+		inner, err = qr.e.QueryEngine.NewRangeQuery(ctx, qr.q, qr.opts, qr.qs, qr.stmt.Start, qr.stmt.End, qr.stmt.Interval)
+		if err != nil {
+			return &promql.Result{Err: err}
+		}
+	}
+	qr.passed = inner
+	res := inner.Exec(ctx)
+	qr.mu.Lock()
+	qr.stats = inner.Stats()
+	qr.mu.Unlock()
+	return res
 }
 
 // floorDiv is a/b rounded towards −∞ (b > 0).
