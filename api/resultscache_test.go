@@ -128,7 +128,9 @@ func TestResultsCacheBypass(t *testing.T) {
 		p.Set(k, v)
 		return p
 	}
-	bypassed := func() float64 { return testutil.ToFloat64(counterOf(t, reg, "tailroot_query_results_cache_bypassed_total")) }
+	bypassed := func() float64 {
+		return testutil.ToFloat64(counterOf(t, reg, "tailroot_query_results_cache_bypassed_total"))
+	}
 	for i, c := range []struct {
 		method string
 		params url.Values
