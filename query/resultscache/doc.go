@@ -31,6 +31,9 @@
 //     storage's oldest sample time (retention) empties the cache.
 //   - A piece evaluated with annotations is answered but not kept, so a
 //     hit never drops a warning the full evaluation gives.
+//   - A missing piece that fails is not the answer: the query is then
+//     evaluated over its whole range, uncached, and that result (data or
+//     error) returned, so the cache never turns an answer into an error.
 //   - Results share memory with the cache: they are read-only.
 //
 // Requests skip the cache with WithBypass (the API sets it for
