@@ -29,6 +29,11 @@
 // /report and /breakdown take a Shapley baseline as baseline_offset or
 // baseline_start/baseline_end alike.
 //
+// With Options.ResultsCache, /api/v1/query_range is answered through the
+// results cache (query/resultscache) wrapped around the engine; a request
+// sent with Cache-Control: no-store (or no-cache), nocache=1, or stats=…
+// is evaluated without it.
+//
 // RecordsShard (POST /api/v1/records/shard) is the node side of exact tail
 // queries across servers: it answers one round of the protocol of
 // docs/distributed-tails.md over this server's records, through the same

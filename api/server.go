@@ -35,6 +35,7 @@ import (
 	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/query"
 	remotequery "github.com/tailroot/tailroot/query/remote"
+	"github.com/tailroot/tailroot/query/resultscache"
 	"github.com/tailroot/tailroot/tsdb"
 )
 
@@ -95,6 +96,9 @@ type Options struct {
 	// answers 503 with it. Ready fails while writes are refused, Healthy
 	// while nothing can be served. Nil means always.
 	Ready, Healthy func() error
+	// ResultsCache answers /api/v1/query_range from cached step-aligned
+	// extents (query/resultscache); nil evaluates every range query.
+	ResultsCache *resultscache.Cache
 }
 
 // noOrigin matches no Origin header: CORS off.
@@ -175,6 +179,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if opts.Queryable != nil {
 		qe = queryableEngine{QueryEngine: engine, q: opts.Queryable}
 	}
+	qe = opts.ResultsCache.Wrap(qe)
 	promAPI := v1.NewAPI(qe, db, db, db,
 		func(context.Context) v1.ScrapePoolsRetriever { return targets },
 		func(context.Context) v1.TargetRetriever { return targets },
@@ -236,7 +241,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		h.Extra(r)
 	}
 	r.HandleFunc(RoutesPath, s.serveRoutes).Methods(http.MethodGet)
-	s.catchAll = r.PathPrefix("/api/v1/").Handler(dialect(partialResponse(maxSourceResolution(apiRouter))))
+	s.catchAll = r.PathPrefix("/api/v1/").Handler(dialect(partialResponse(maxSourceResolution(cacheControl(apiRouter)))))
 	r.HandleFunc("/", s.landing).Methods(http.MethodGet)
 	return s
 }

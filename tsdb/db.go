@@ -113,6 +113,7 @@ type DB struct {
 	gen      uint64                             // incremented by every reopen; tags series refs
 	head     atomic.Pointer[ptsdb.Head]         // of the last open, for Head during a reopen
 	wn       atomic.Pointer[wlog.WriteNotified] // set again on every reopen
+	written  atomic.Pointer[func(minT int64)]   // SetWriteListener
 
 	w writeGuard
 
@@ -460,7 +461,11 @@ func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matche
 		return err
 	}
 	defer release()
-	return db.w.commit(db, func() error { return pdb.Delete(ctx, mint, maxt, ms...) }, nil)
+	err = db.w.commit(db, func() error { return pdb.Delete(ctx, mint, maxt, ms...) }, nil)
+	if err == nil {
+		db.notifyWritten(mint)
+	}
+	return err
 }
 
 var (

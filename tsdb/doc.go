@@ -15,7 +15,9 @@
 // ULID folder per block), and with MinBlockDuration == MaxBlockDuration no
 // block is merged after it is written, so a Thanos sidecar can upload every
 // 2h block; /metrics carries prometheus_tsdb_lowest_timestamp_seconds, which
-// the sidecar reads. Metric
+// the sidecar reads. SetWriteListener is told, after every commit and
+// delete, the lowest sample time it touched (the results cache drops what
+// it computed from there on). Metric
 // metadata is not acknowledged data: the store keeps the newest entry per
 // family, bounded, written every 10 s and at Close (metadata.go says what
 // a crash can lose).

@@ -482,7 +482,7 @@ func (db *DB) AppenderV2(ctx context.Context) storage.AppenderV2 {
 	if err != nil {
 		return errAppender{err}
 	}
-	return &appenderV2{db: db, gen: gen, app: pdb.AppenderV2(ctx)}
+	return &appenderV2{db: db, gen: gen, app: pdb.AppenderV2(ctx), min: newLowest()}
 }
 
 // Appender implements storage.Appendable (the v1 interface the Prometheus
@@ -493,7 +493,7 @@ func (db *DB) Appender(ctx context.Context) storage.Appender {
 	if err != nil {
 		return errAppenderV1{errAppender{err}}
 	}
-	return &appenderV1{Appender: pdb.Appender(ctx), db: db, gen: gen, release: release}
+	return &appenderV1{Appender: pdb.Appender(ctx), db: db, gen: gen, release: release, min: newLowest()}
 }
 
 // appenderV2 holds a lease (a read lock of db.mu) until Commit or
@@ -503,6 +503,7 @@ type appenderV2 struct {
 	gen      uint64
 	app      storage.AppenderV2
 	released bool
+	min      lowest
 }
 
 func (a *appenderV2) release() {
@@ -513,6 +514,7 @@ func (a *appenderV2) release() {
 }
 
 func (a *appenderV2) Append(ref storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AOptions) (storage.SeriesRef, error) {
+	a.min.see(t)
 	r, err := a.app.Append(untagRef(ref, a.gen), ls, st, t, v, h, fh, opts)
 	return tagRef(r, a.gen), err
 }
@@ -536,7 +538,11 @@ func (a *appenderV2) GetRef(ls labels.Labels, hash uint64) (storage.SeriesRef, l
 
 func (a *appenderV2) Commit() error {
 	defer a.release()
-	return a.db.w.commit(a.db, a.app.Commit, a.app.Rollback)
+	err := a.db.w.commit(a.db, a.app.Commit, a.app.Rollback)
+	if err == nil {
+		a.db.notifyWritten(a.min.t)
+	}
+	return err
 }
 
 func (a *appenderV2) Rollback() error {
@@ -549,11 +555,16 @@ type appenderV1 struct {
 	db      *DB
 	gen     uint64
 	release func()
+	min     lowest
 }
 
 func (a *appenderV1) Commit() error {
 	defer a.release()
-	return a.db.w.commit(a.db, a.Appender.Commit, a.Appender.Rollback)
+	err := a.db.w.commit(a.db, a.Appender.Commit, a.Appender.Rollback)
+	if err == nil {
+		a.db.notifyWritten(a.min.t)
+	}
+	return err
 }
 
 func (a *appenderV1) Rollback() error {

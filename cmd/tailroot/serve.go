@@ -77,6 +77,7 @@ type serveConfig struct {
 	limits                               serveLimits
 	peers                                peersConfig
 	parquet                              parquetConfig
+	resultsCache                         resultsCacheFlags
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -137,6 +138,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addRecordsCheckpointFlag(fs, c)
 	c.parquet.registerFlags(fs)
 	addEngineFlags(fs, c)
+	c.resultsCache.register(fs)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -361,6 +363,7 @@ func serve(args []string) error {
 	}
 
 	ready, healthy := probes(db, recs)
+	resultsCache := c.resultsCache.start(db, engine, global, cfgHolder, reg, logger.With("component", "results-cache"))
 	srv := api.New(db, engine, api.Handlers{RemoteWrite: rw, Extra: extra}, api.Options{
 		ListenAddress: c.listen,
 		EnableAdmin:   c.enableAdmin,
@@ -375,6 +378,7 @@ func serve(args []string) error {
 		CORSOrigin:    c.limits.cors,
 		Ready:         ready,
 		Healthy:       healthy,
+		ResultsCache:  resultsCache,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},

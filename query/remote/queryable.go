@@ -289,3 +289,10 @@ func sortAndMerge(ss []storage.Series, merge storage.VerticalSeriesMergeFunc) []
 	}
 	return out
 }
+
+// LocalOnly reports whether queries read only the local storage now: no
+// remote store is in force, so the answer is the local TSDB's, exactly.
+// The results cache is told about local writes only, and caches only then.
+func (g *Queryable) LocalOnly() bool {
+	return g.opts.Stores == nil || len(g.opts.Stores()) == 0
+}
