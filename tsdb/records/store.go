@@ -82,14 +82,14 @@ type Store struct {
 	log    *slog.Logger
 	unlock func() error
 
-	mu      sync.RWMutex
-	parts   map[int64]*partition // by partition start
-	hasData bool
-	maxT    int64 // newest record time seen
-	lastCut int64 // partitions with index < lastCut have been sealed once due
-	cutoff  int64 // retention: partitions ending at or before it are gone
-	closed  bool
-	failed  error // sticky: a WAL write or sync failed; no more appends
+	mu       sync.RWMutex
+	parts    map[int64]*partition // by partition start
+	hasData  bool
+	maxT     int64 // newest record time seen
+	lastCut  int64 // partitions with index < lastCut have been sealed once due
+	cutoff   int64 // retention: partitions ending at or before it are gone
+	closed   bool
+	failed   error // sticky: a WAL write or sync failed; no more appends
 	wal      *storeLog
 	released uint64 // HoldWAL: the caller's state covers batches up to it
 
