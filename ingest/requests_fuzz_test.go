@@ -111,7 +111,7 @@ func FuzzCheckpoint(f *testing.F) {
 			c := crc32Castagnoli(data[4:])
 			data[0], data[1], data[2], data[3] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
 		}
-		d, _, err := parseCheckpoint(data, attribution.DefaultGrid(), DefaultSeriesLabels, 4)
+		d, _, _, err := parseCheckpoint(data, attribution.DefaultGrid(), DefaultSeriesLabels, 4)
 		if err != nil {
 			return
 		}

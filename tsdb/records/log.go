@@ -572,6 +572,18 @@ func (s *Store) LastSeq() uint64 {
 	return s.wal.lastSeq
 }
 
+// AdvanceSeq makes the next batch's sequence number larger than seq: a
+// caller whose state counts batches up to seq (from a checkpoint) must not
+// see new batches numbered at or below it, even if the WAL lost its newest
+// batches. The next batch written persists it.
+func (s *Store) AdvanceSeq(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wal != nil && seq > s.wal.lastSeq {
+		s.wal.lastSeq = seq
+	}
+}
+
 // Release tells the store that the caller's own state covers every batch
 // up to seq (with Options.HoldWAL; a no-op without): WAL segments holding
 // only such batches, and only sealed records, are removed.
