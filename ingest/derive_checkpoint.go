@@ -165,4 +165,3 @@ func (st *labelState) checkHistograms() error {
 	}
 	return nil
 }
-

@@ -41,7 +41,6 @@ type journalEntry struct {
 	Chunks  [][]Item
 }
 
-
 // marshal encodes the entry payload (tests write version 1 journals with
 // it):
 //
@@ -226,7 +225,6 @@ func storedPrefix(chunks [][]Item, n int64) (int, bool) {
 	}
 	return 0, false
 }
-
 
 // readJournalV1 returns the whole entries of the version 1 journal in dir
 // (a torn or corrupt tail ends them: that batch was never acknowledged),
