@@ -102,32 +102,48 @@ type storeBatch struct {
 }
 
 // splitAppends cuts items, in order, into appends of at most limit encoded
-// bytes (an item larger than limit goes alone).
+// bytes (an item larger than limit goes alone). The meta of one append
+// shares one buffer.
 func splitAppends(items []Item, limit int) []storeBatch {
 	var (
-		out []storeBatch
-		cur storeBatch
-		row []byte
+		out   []storeBatch
+		cur   storeBatch
+		row   []byte
+		lo    int
+		metas = make([]byte, 0, metaBytes(items))
 	)
+	flush := func(hi int) {
+		cur.items = items[lo:hi]
+		out = append(out, cur)
+		cur, lo = storeBatch{}, hi
+	}
 	for i := range items {
 		it := &items[i]
 		row = it.Record.Marshal(row[:0])
-		m := appendItemMeta(nil, it)
-		n := len(row) + len(m) + 2
-		if len(cur.items) > 0 && cur.bytes+n > limit {
-			out = append(out, cur)
-			cur = storeBatch{}
+		at := len(metas)
+		metas = appendItemMeta(metas, it)
+		n := len(row) + len(metas) - at + 2
+		if i > lo && cur.bytes+n > limit {
+			flush(i)
 		}
-		if cur.items == nil {
-			cur.items = items[i:i]
-		}
-		cur.items = cur.items[:len(cur.items)+1]
 		cur.recs = append(cur.recs, it.Record)
-		cur.meta = append(cur.meta, m)
+		cur.meta = append(cur.meta, metas[at:len(metas):len(metas)])
 		cur.bytes += n
 	}
-	if len(cur.items) > 0 {
-		out = append(out, cur)
+	if lo < len(items) {
+		flush(len(items))
 	}
 	return out
+}
+
+// metaBytes is the encoded size of the items' meta.
+func metaBytes(items []Item) int {
+	n := 0
+	for i := range items {
+		n++
+		if g := items[i].Gaps; g != nil {
+			n += binary.MaxVarintLen64 + 8*len(g)
+		}
+	}
+	return n
 }

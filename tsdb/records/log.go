@@ -25,6 +25,7 @@ import (
 //
 //	batch  records of one partition generation, with a sequence number
 //	drop   retention removed a partition
+//	mark   the newest sequence number, when everything before was dropped
 //
 // The wlog writer flushes a page on every Log call but fsyncs only when it
 // cuts a segment, and then asynchronously; Append needs its records on
@@ -49,6 +50,7 @@ const (
 
 	logTypeBatch byte = 1
 	logTypeDrop  byte = 2
+	logTypeMark  byte = 3
 
 	// batchFixedLen is the part of a batch payload written with fixed
 	// widths, so that Append can fill in the sequence number and the
@@ -163,6 +165,12 @@ func appendDrop(dst []byte, start int64) []byte {
 	return binary.AppendUvarint(append(dst, logTypeDrop), uint64(start))
 }
 
+// appendMark encodes a mark record: the newest batch sequence number, the
+// first record of a segment cut so that every older one can go.
+func appendMark(dst []byte, seq uint64) []byte {
+	return binary.LittleEndian.AppendUint64(append(dst, logTypeMark), seq)
+}
+
 // storeLog is the open log.
 //
 // cur, segs, lastSeq and first are guarded by the Store's mutex; written
@@ -178,6 +186,7 @@ type storeLog struct {
 	segs    []segSeq // per segment still on disk, the newest batch in it
 	lastSeq uint64   // newest batch sequence number
 	lastSeg int      // a segment at or before the one holding lastSeq
+	curUsed bool     // cur holds a batch or drop record (not only a mark)
 
 	written atomic.Uint64
 	curSeg  atomic.Int64
@@ -248,7 +257,7 @@ func (l *storeLog) write(payloads [][]byte) (seq uint64, startSeg int, err error
 	if err != nil {
 		return 0, startSeg, fmt.Errorf("write wal: %w", err)
 	}
-	l.cur = cur
+	l.cur, l.curUsed = cur, true
 	l.curSeg.Store(int64(cur))
 	return l.written.Add(1), startSeg, nil
 }
@@ -330,8 +339,27 @@ func syncDir(dir string) error {
 	return err
 }
 
-// truncate removes the segments before low.
-func (l *storeLog) truncate(low int) error {
+// truncate removes the segments before low. live is false when no record
+// of the log is needed any more: then, if the log holds anything, a new
+// segment is cut with a mark of the newest sequence number and every older
+// segment goes (the newest batch's segment would otherwise stay for the
+// sequence number alone).
+func (l *storeLog) truncate(low int, live bool) error {
+	if !live && (l.first < l.cur || l.curUsed) {
+		k, err := l.w.NextSegmentSync()
+		if err != nil {
+			return fmt.Errorf("cut wal segment: %w", err)
+		}
+		if err := l.w.Log(appendMark(nil, l.lastSeq)); err != nil {
+			return fmt.Errorf("write wal mark: %w", err)
+		}
+		l.cur, l.curUsed, l.lastSeg = k, false, k
+		l.curSeg.Store(int64(k))
+		if err := l.syncTo(l.written.Add(1)); err != nil {
+			return err
+		}
+		low = k
+	}
 	low = min(low, l.cur, l.lastSeg)
 	if low <= l.first {
 		return nil
@@ -605,18 +633,23 @@ func (s *Store) truncateLog() error {
 	if s.wal == nil || s.failed != nil {
 		return nil
 	}
-	low := s.wal.cur
+	low, live := s.wal.cur, false
 	for _, p := range s.parts {
 		if p.head != nil {
-			low = min(low, p.head.firstSeg)
+			low, live = min(low, p.head.firstSeg), true
 		}
 	}
 	if s.opts.HoldWAL {
 		if k := s.wal.firstUnreleased(s.released); k >= 0 {
-			low = min(low, k)
+			low, live = min(low, k), true
 		}
 	}
-	return s.wal.truncate(low)
+	err := s.wal.truncate(low, live)
+	if err != nil {
+		// A failed cut or mark leaves the writer's state unknown.
+		s.failed = err
+	}
+	return err
 }
 
 // readFrom returns the bytes of the file at path from off to its end.

@@ -221,13 +221,31 @@ func TestWALTruncatedWhenSealed(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// Left: the segment with the newest batch and the current one.
-	if n := segs(); n != 2 {
-		t.Fatalf("%d segments after the seal, want 2", n)
+	// Nothing in the log is needed: one new segment holding the mark of
+	// the newest sequence number is left.
+	if n := segs(); n != 1 {
+		t.Fatalf("%d segments after the seal, want 1", n)
 	}
 	first, _, err := wlog.Segments(filepath.Join(dir, walDirName))
-	if err != nil || first != 2 {
-		t.Fatalf("first segment %d (%v), want 2", first, err)
+	if err != nil || first != 4 {
+		t.Fatalf("first segment %d (%v), want 4", first, err)
+	}
+	// A new open head keeps its segment; sealing it empties the log again.
+	seq := s.LastSeq()
+	if err := s.Append([]Record{randRecord(rng, t0+9, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApplyRetention(time.Now()); err != nil { // no retention: a no-op
+		t.Fatal(err)
+	}
+	if n := segs(); n != 1 || s.LastSeq() != seq+1 {
+		t.Fatalf("%d segments, LastSeq %d with a head open; want 1 and %d", n, s.LastSeq(), seq+1)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if first, last, err := wlog.Segments(filepath.Join(dir, walDirName)); err != nil || first != 5 || last != 5 {
+		t.Fatalf("segments [%d, %d] (%v) after the second seal, want [5, 5]", first, last, err)
 	}
 }
 

@@ -292,6 +292,14 @@ func (s *Store) replayLog() error {
 				lastSeq, lastSeg = b.Seq, seg
 			}
 			return s.replayBatch(&b, seg, len(payload))
+		case logTypeMark:
+			if len(payload) != 9 {
+				return errors.New("mark record does not decode")
+			}
+			if seq := binary.LittleEndian.Uint64(payload[1:]); seq >= lastSeq {
+				lastSeq, lastSeg = seq, seg
+			}
+			return nil
 		case logTypeDrop:
 			start, n := binary.Uvarint(payload[1:])
 			if n <= 0 || n != len(payload)-1 {

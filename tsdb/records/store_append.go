@@ -93,7 +93,7 @@ func (s *Store) frame(recs []Record, meta [][]byte) ([]pendingPart, error) {
 	}
 	slices.SortFunc(parts, func(a, b pendingPart) int { return cmpInt64(a.start, b.start) })
 	var total int64
-	var rows []byte
+	rows := make([]byte, 0, targetEntryPayload+targetEntryPayload/4)
 	for k := range parts {
 		p := &parts[k]
 		hdr := logBatch{PartStart: p.start, PartDur: s.dur, Meta: meta}
