@@ -70,8 +70,9 @@ type logBatch struct {
 	Meta      [][]byte // nil, or one entry per record
 }
 
-// appendBatchHeader appends the header of a batch payload; Seq and Gen are
-// written as zero when the caller fills them in later (patchBatch).
+// appendBatchHeader appends the header of a batch payload; Seq, Gen and
+// the record count (the last 4 bytes) have fixed widths so that a caller
+// may fill them in later (patchBatch, and frame for the count).
 func appendBatchHeader(dst []byte, b *logBatch, n int) []byte {
 	dst = append(dst, logTypeBatch)
 	dst = binary.LittleEndian.AppendUint64(dst, b.Seq)
@@ -83,7 +84,7 @@ func appendBatchHeader(dst []byte, b *logBatch, n int) []byte {
 		flags |= batchFlagMeta
 	}
 	dst = append(dst, flags)
-	return binary.AppendUvarint(dst, uint64(n))
+	return binary.LittleEndian.AppendUint32(dst, uint32(n))
 }
 
 // appendBatchRow appends one record and, with meta, its caller bytes.
@@ -125,7 +126,7 @@ func (b *logBatch) Unmarshal(src []byte) (tail []byte, err error) {
 	d := decoder{b: src[batchFixedLen:]}
 	start, dur := d.uvarint("partition start"), d.uvarint("partition duration")
 	flags := d.byte("flags")
-	n := d.uvarint("record count")
+	n := uint64(binary.LittleEndian.Uint32(d.bytes(4, "record count")))
 	if d.err != nil {
 		return src, fmt.Errorf("wal batch: %w", d.err)
 	}

@@ -61,7 +61,7 @@ func FuzzLogBatch(f *testing.F) {
 
 // TestLogBatchLayout pins the fixed-width head of a batch payload against
 // docs/format/records.md: type, seq u64 LE, generation u32 LE, then
-// uvarint start and duration, flags, count.
+// uvarint start and duration, flags, count u32 LE.
 func TestLogBatchLayout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(83, 84))
 	r := randRecord(rng, t0, 1)
@@ -70,7 +70,7 @@ func TestLogBatchLayout(t *testing.T) {
 	want := []byte{1, 8, 7, 6, 5, 4, 3, 2, 1, 0x0d, 0x0c, 0x0b, 0x0a}
 	want = appendUvarintTest(want, uint64(t0))
 	want = appendUvarintTest(want, 600_000)
-	want = append(want, 1, 1) // flags: meta; one record
+	want = append(want, 1, 1, 0, 0, 0) // flags: meta; one record (u32 LE)
 	want = r.Marshal(want)
 	want = append(want, 1, 'm')
 	if !bytes.Equal(got, want) {

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -93,23 +94,24 @@ func (s *Store) frame(recs []Record, meta [][]byte) ([]pendingPart, error) {
 	}
 	slices.SortFunc(parts, func(a, b pendingPart) int { return cmpInt64(a.start, b.start) })
 	var total int64
-	rows := make([]byte, 0, targetEntryPayload+targetEntryPayload/4)
 	for k := range parts {
 		p := &parts[k]
 		hdr := logBatch{PartStart: p.start, PartDur: s.dur, Meta: meta}
 		for lo := 0; lo < len(p.idx); {
-			rows = rows[:0]
+			// Rows go straight after the header; its count, the last 4
+			// bytes, is set once the entry is cut.
+			payload := appendBatchHeader(make([]byte, 0, targetEntryPayload+targetEntryPayload/4), &hdr, 0)
+			head := len(payload)
 			hi := lo
-			for hi < len(p.idx) && (hi == lo || len(rows) < targetEntryPayload) {
+			for hi < len(p.idx) && (hi == lo || len(payload)-head < targetEntryPayload) {
 				var m []byte
 				if meta != nil {
 					m = meta[p.idx[hi]]
 				}
-				rows = appendBatchRow(rows, &recs[p.idx[hi]], meta != nil, m)
+				payload = appendBatchRow(payload, &recs[p.idx[hi]], meta != nil, m)
 				hi++
 			}
-			payload := appendBatchHeader(make([]byte, 0, batchFixedLen+24+len(rows)), &hdr, hi-lo)
-			payload = append(payload, rows...)
+			binary.LittleEndian.PutUint32(payload[head-4:], uint32(hi-lo))
 			p.payloads = append(p.payloads, payload)
 			p.bytes += int64(len(payload))
 			lo = hi
