@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tailroot/tailroot/tsdb/records"
 )
@@ -102,15 +103,16 @@ type storeBatch struct {
 }
 
 // splitAppends cuts items, in order, into appends of at most limit encoded
-// bytes (an item larger than limit goes alone). The meta of one append
-// shares one buffer.
-func splitAppends(items []Item, limit int) []storeBatch {
+// bytes (an item larger than limit goes alone). The meta of every append
+// is encoded into buf, grown to fit once and returned for reuse once the
+// appends are done (the store copies what it keeps).
+func splitAppends(items []Item, limit int, buf []byte) ([]storeBatch, []byte) {
 	var (
 		out   []storeBatch
 		cur   storeBatch
 		row   []byte
 		lo    int
-		metas = make([]byte, 0, metaBytes(items))
+		metas = slices.Grow(buf[:0], metaBytes(items))
 	)
 	flush := func(hi int) {
 		cur.items = items[lo:hi]
@@ -133,7 +135,7 @@ func splitAppends(items []Item, limit int) []storeBatch {
 	if lo < len(items) {
 		flush(len(items))
 	}
-	return out
+	return out, metas
 }
 
 // metaBytes is the encoded size of the items' meta.

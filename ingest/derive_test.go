@@ -194,7 +194,7 @@ func TestRecoveryFromWAL(t *testing.T) {
 	}
 	write := func(items []Item) {
 		t.Helper()
-		b := splitAppends(items, 1<<20)
+		b, _ := splitAppends(items, 1<<20, nil)
 		if len(b) != 1 {
 			t.Fatalf("%d appends", len(b))
 		}
@@ -362,7 +362,7 @@ func TestSplitAppends(t *testing.T) {
 	}
 	items[77].Record.RequestID = string(make([]byte, 70_000))
 	const limit = 64 << 10
-	bs := splitAppends(items, limit)
+	bs, _ := splitAppends(items, limit, nil)
 	if len(bs) < 10 {
 		t.Fatalf("5000 items of ~250 bytes in %d append(s) of %d bytes", len(bs), limit)
 	}

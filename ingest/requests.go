@@ -213,6 +213,7 @@ type Records struct {
 	d         *deriver
 	seq       uint64 // last record-store WAL batch the state counts
 	logged    int64  // bytes appended to the store since the checkpoint
+	metaBuf   []byte // item meta of the group being committed
 	failed    error
 	lastTry   time.Time // last recovery attempt after failed
 	lastFull  int64
@@ -629,7 +630,10 @@ func (p *Records) commit(group []*submission) {
 	if len(items) == 0 {
 		return
 	}
-	batches := splitAppends(items, maxAppendBytes(p.opts.Store.MaxSegmentBytes))
+	batches, metaBuf := splitAppends(items, maxAppendBytes(p.opts.Store.MaxSegmentBytes), p.metaBuf)
+	if cap(metaBuf) <= 64<<20 {
+		p.metaBuf = metaBuf // reused by the next commit; one huge group's is not kept
+	}
 	for k := range batches {
 		b := &batches[k]
 		seq, err := p.store.AppendBatch(b.recs, b.meta)
