@@ -449,8 +449,10 @@ func readSegments(dir string, logger *slog.Logger, repair bool, fn func(payload 
 		if at, ok, err := wholeRecordAfter(dir, k, last, good); err != nil {
 			return first, last, err
 		} else if ok {
-			return first, last, &CorruptionError{File: path, Offset: good,
-				Reason: fmt.Sprintf("%v; a whole record follows at %s offset %d", rerr, filepath.Base(wlog.SegmentName(dir, at.seg)), at.off)}
+			return first, last, &CorruptionError{
+				File: path, Offset: good,
+				Reason: fmt.Sprintf("%v; a whole record follows at %s offset %d", rerr, filepath.Base(wlog.SegmentName(dir, at.seg)), at.off),
+			}
 		}
 		logger.Warn("records: dropping torn WAL tail", "segment", path, "offset", good, "err", rerr)
 		if err := truncateSync(path, good); err != nil {
