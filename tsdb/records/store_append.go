@@ -100,7 +100,10 @@ func (s *Store) frame(recs []Record, meta [][]byte) ([]pendingPart, error) {
 		for lo := 0; lo < len(p.idx); {
 			// Rows go straight after the header; its count, the last 4
 			// bytes, is set once the entry is cut.
-			payload := appendBatchHeader(make([]byte, 0, targetEntryPayload+targetEntryPayload/4), &hdr, 0)
+			// A row is a few hundred bytes; the buffer grows past the
+			// guess if rows are larger.
+			est := min(targetEntryPayload+targetEntryPayload/4, 64+(len(p.idx)-lo)*384)
+			payload := appendBatchHeader(make([]byte, 0, est), &hdr, 0)
 			head := len(payload)
 			hi := lo
 			for hi < len(p.idx) && (hi == lo || len(payload)-head < targetEntryPayload) {
