@@ -3,9 +3,12 @@ package ingest
 import (
 	"context"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,15 +165,16 @@ func TestDerivedCumulativeAcrossRestart(t *testing.T) {
 	}
 }
 
-// TestRecoveryFromJournal covers the crash points between the journal
+// TestRecoveryFromWAL covers the crash points between the store's WAL
 // write and the acknowledgement. The state must count a batch exactly when
 // its records are in the store:
 //
-//	A: journal entry written, store append never happened → not counted;
-//	B: journal entry written and store append done, crash before the
-//	   state was checkpointed → counted;
-//	C: two chunks, only the first reached the store → its records only.
-func TestRecoveryFromJournal(t *testing.T) {
+//	A: a batch torn in the WAL by the crash → not stored, not counted;
+//	B: a batch in the WAL, crash before the state was checkpointed →
+//	   counted, with its item meta (TTFT flag and gaps) as live;
+//	C: a group cut into two appends, only the first reached the WAL →
+//	   its records only.
+func TestRecoveryFromWAL(t *testing.T) {
 	dir := t.TempDir()
 	o := testRecordsOptions(dir).withDefaults()
 	ls := labels.FromStrings("model_name", "m")
@@ -178,6 +182,9 @@ func TestRecoveryFromJournal(t *testing.T) {
 		out := make([]Item, n)
 		for i := range out {
 			out[i] = testItem(t, testNow+base+int64(i), "r", ls, [records.NumStages]float64{0, 0, prefill})
+			out[i].HasTTFT = true
+			out[i].Record.TTFT = prefill
+			out[i].Gaps = []float64{0.01, 0.02}
 		}
 		return out
 	}
@@ -185,35 +192,29 @@ func TestRecoveryFromJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
-		t.Fatal(err)
+	write := func(items []Item) {
+		t.Helper()
+		b, _ := splitAppends(items, 1<<20, nil)
+		if len(b) != 1 {
+			t.Fatalf("%d appends", len(b))
+		}
+		if _, err := store.AppendBatch(b[0].recs, b[0].meta); err != nil {
+			t.Fatal(err)
+		}
 	}
-	j, _, err := openJournal(o.StateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// B: entry 1, 2 records, stored.
-	b := mk(2, 0, 1)
-	if err := j.append(&journalEntry{Seq: 1, NBefore: 0, Chunks: [][]Item{b}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Append(chunkRecords(b)); err != nil {
-		t.Fatal(err)
-	}
-	// C: entry 2, chunks of 3 and 1 records, only the first stored.
-	c1, c2 := mk(3, 10, 2), mk(1, 20, 4)
-	if err := j.append(&journalEntry{Seq: 2, NBefore: 2, Chunks: [][]Item{c1, c2}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Append(chunkRecords(c1)); err != nil {
-		t.Fatal(err)
-	}
-	// A: entry 3, never stored.
-	if err := j.append(&journalEntry{Seq: 3, NBefore: 5, Chunks: [][]Item{mk(7, 30, 8)}}); err != nil {
-		t.Fatal(err)
-	}
-	_ = j.close()
+	write(mk(2, 0, 1))  // B
+	write(mk(3, 10, 2)) // C, first append
+	walDir := filepath.Join(o.Store.Dir, "wal")
+	seg := newestSegment(t, walDir)
+	before := fileSizeOf(t, seg)
+	write(mk(1, 20, 4)) // C, second append: torn below
+	torn := fileSizeOf(t, seg)
+	write(mk(7, 30, 8)) // A: torn below
 	_ = store.Close()
+	// The crash kept only part of C's second append: cut inside it.
+	if err := os.Truncate(seg, before+(torn-before)/2); err != nil {
+		t.Fatal(err)
+	}
 
 	db := openTestDB(t)
 	p := openTestRecords(t, db, testRecordsOptions(dir))
@@ -226,13 +227,32 @@ func TestRecoveryFromJournal(t *testing.T) {
 		n += acc.Count[b]
 		prefill += acc.Sum[records.StagePrefill][b]
 	}
-	// B: 2 requests × 1 s, C: 3 × 2 s; A and C's second chunk are absent.
+	// B: 2 requests × 1 s, C: 3 × 2 s; A and C's second append are absent.
 	if n != 5 || prefill != 2*1+3*2 {
 		t.Errorf("recovered %v requests with %v s of prefill, want 5 and 8", n, prefill)
 	}
-	// The journal was folded into a checkpoint and emptied.
-	if fi, err := os.Stat(filepath.Join(o.StateDir, journalFile)); err != nil || fi.Size() != 0 {
-		t.Errorf("journal after recovery: %v, %v", fi, err)
+	if got := len(selectAllRecords(t, p.Store())); got != 5 {
+		t.Errorf("%d records stored, want 5", got)
+	}
+	// The replayed items kept their meta: 5 TTFT observations at position
+	// 1 and 2 gaps each at positions 2 and 3.
+	ttft, itl := tokenCounts(p)
+	if ttft != 5 || itl != 10 {
+		t.Errorf("token latency observations: %v TTFT, %v ITL; want 5 and 10", ttft, itl)
+	}
+	// The replay was folded into a checkpoint: a clean restart does not
+	// count it again.
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p = openTestRecords(t, db, testRecordsOptions(dir))
+	acc, _ = p.Accumulators(context.Background(), nil)
+	n = 0
+	for _, c := range acc.Count {
+		n += c
+	}
+	if n != 5 {
+		t.Errorf("%v requests after a clean restart, want 5", n)
 	}
 	// A later append continues the sequence and the counts.
 	if err := p.Append(context.Background(), "test", mk(1, 40, 16)); err != nil {
@@ -248,96 +268,177 @@ func TestRecoveryFromJournal(t *testing.T) {
 	}
 }
 
-// TestJournalTornTail: a frame cut anywhere is dropped on open and the file
-// is truncated to the last whole entry.
-func TestJournalTornTail(t *testing.T) {
+// TestMigratesV1Journal opens testdata/legacy-v1, written by the version 1
+// pipeline: a version 1 checkpoint counting 5 requests (3 with 1 s of
+// prefill, 2 with 2 s) sealed in a segment, a version 1 store WAL with 4
+// more (4 s each) and a journal holding their entry plus one of 7 (8 s
+// each) that never reached the store. Exactly the 9 stored requests must
+// be counted, once, across a restart and a crash, and the journal must go.
+func TestMigratesV1Journal(t *testing.T) {
 	dir := t.TempDir()
-	j, _, err := openJournal(dir)
-	if err != nil {
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "legacy-v1"))); err != nil {
 		t.Fatal(err)
 	}
-	it := testItem(t, testNow, "r", labels.FromStrings("a", "b"), [records.NumStages]float64{1})
-	it.Gaps = []float64{0.5, 0.25}
-	it.HasTTFT = true
-	e := journalEntry{Seq: 1, NBefore: 0, Chunks: [][]Item{{it}}}
-	if err := j.append(&e); err != nil {
-		t.Fatal(err)
-	}
-	good := j.size
-	e.Seq = 2
-	if err := j.append(&e); err != nil {
-		t.Fatal(err)
-	}
-	full := j.size
-	_ = j.close()
-	path := filepath.Join(dir, journalFile)
-	data, _ := os.ReadFile(path)
-	for _, cut := range []int64{good + 1, good + 7, good + 8, full - 1} {
-		if err := os.WriteFile(path, data[:cut], 0o644); err != nil {
-			t.Fatal(err)
-		}
-		j, entries, err := openJournal(dir)
+	db := openTestDB(t)
+	count := func(p *Records) (n, prefill float64) {
+		t.Helper()
+		acc, err := p.Accumulators(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(entries) != 1 || entries[0].Seq != 1 || j.size != good {
-			t.Fatalf("cut at %d: %d entries, size %d; want 1 entry and size %d", cut, len(entries), j.size, good)
+		for b := range acc.Count {
+			n += acc.Count[b]
+			prefill += acc.Sum[records.StagePrefill][b]
+		}
+		return n, prefill
+	}
+	p := openTestRecordsNoCleanup(t, db, testRecordsOptions(dir))
+	if n, pf := count(p); n != 9 || pf != 3*1+2*2+4*4 {
+		t.Fatalf("migrated state counts %v requests, %v s of prefill; want 9 and 23", n, pf)
+	}
+	if got := len(selectAllRecords(t, p.Store())); got != 9 {
+		t.Fatalf("%d records stored, want 9", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "derived", journalFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("version 1 journal after migration: %v", err)
+	}
+	if _, _, v, err := loadCheckpoint(filepath.Join(dir, "derived"), attribution.DefaultGrid(), DefaultSeriesLabels, 10000); err != nil || v != checkpointVersion {
+		t.Fatalf("checkpoint version %d (%v), want %d", v, err, checkpointVersion)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p = openTestRecordsNoCleanup(t, db, testRecordsOptions(dir))
+	if n, _ := count(p); n != 9 {
+		t.Fatalf("%v requests after a restart, want 9", n)
+	}
+	if err := p.Append(context.Background(), "test", []Item{testItem(t, 1_767_225_600_000+500, "r", labels.FromStrings("model_name", "m"), [records.NumStages]float64{0, 0, 1})}); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, p)
+	p = openTestRecords(t, db, testRecordsOptions(dir))
+	if n, _ := count(p); n != 10 {
+		t.Fatalf("%v requests after one more and a crash, want 10", n)
+	}
+}
+
+// TestJournalV1TornTail: reading a version 1 journal cut anywhere keeps
+// the whole entries before the cut.
+func TestJournalV1TornTail(t *testing.T) {
+	it := testItem(t, testNow, "r", labels.FromStrings("a", "b"), [records.NumStages]float64{1})
+	it.Gaps = []float64{0.5, 0.25}
+	it.HasTTFT = true
+	frame := func(e *journalEntry) []byte {
+		b := e.marshal(make([]byte, journalFrameHeader))
+		putFrameHeader(b)
+		return b
+	}
+	first := frame(&journalEntry{Seq: 1, NBefore: 0, Chunks: [][]Item{{it}}})
+	data := append(append([]byte(nil), first...), frame(&journalEntry{Seq: 2, NBefore: 1, Chunks: [][]Item{{it}}})...)
+	good, full := int64(len(first)), int64(len(data))
+	for _, cut := range []int64{good + 1, good + 7, good + 8, full - 1} {
+		entries, n := decodeJournal(data[:cut])
+		if len(entries) != 1 || entries[0].Seq != 1 || int64(n) != good {
+			t.Fatalf("cut at %d: %d entries, prefix %d; want 1 entry and prefix %d", cut, len(entries), n, good)
 		}
 		got := entries[0].Chunks[0][0]
 		if got.Record.E2E != 1 || !got.HasTTFT || len(got.Gaps) != 2 || got.Gaps[1] != 0.25 {
 			t.Fatalf("entry decoded as %+v", got)
 		}
-		_ = j.close()
 	}
 }
 
-// TestSplitChunks: chunks follow record-store partitions in ascending order
-// and stay under chunkBytes.
-func TestSplitChunks(t *testing.T) {
-	const dur = 1000
+// TestSplitAppends: appends keep item order, stay under the limit (an item
+// larger than it goes alone), and carry each item's meta.
+func TestSplitAppends(t *testing.T) {
 	ls := labels.FromStrings("k", "v")
-	var items []Item
-	for _, ts := range []int64{2500, 100, 2600, 900, 1000} {
-		items = append(items, testItem(t, ts, "r", ls, [records.NumStages]float64{1}))
-	}
-	ch := splitChunks(items, dur)
-	var got [][]int64
-	for _, c := range ch {
-		var ts []int64
-		for _, it := range c {
-			ts = append(ts, it.Record.Time)
-		}
-		got = append(got, ts)
-	}
-	want := [][]int64{{100, 900}, {1000}, {2500, 2600}}
-	if len(got) != len(want) {
-		t.Fatalf("chunks %v, want %v", got, want)
-	}
-	for i := range want {
-		if len(got[i]) != len(want[i]) || got[i][0] != want[i][0] {
-			t.Fatalf("chunks %v, want %v", got, want)
+	items := make([]Item, 5000)
+	for i := range items {
+		items[i] = testItem(t, int64(10+i), string(make([]byte, 200)), ls, [records.NumStages]float64{1})
+		items[i].HasEntropy = i%2 == 0
+		if i%3 == 0 {
+			items[i].Gaps = []float64{float64(i)}
 		}
 	}
-	// A big batch in one partition is cut by size.
-	big := make([]Item, 5000)
-	for i := range big {
-		big[i] = testItem(t, 10, string(make([]byte, 200)), ls, [records.NumStages]float64{1})
+	items[77].Record.RequestID = string(make([]byte, 70_000))
+	const limit = 64 << 10
+	bs, _ := splitAppends(items, limit, nil)
+	if len(bs) < 10 {
+		t.Fatalf("5000 items of ~250 bytes in %d append(s) of %d bytes", len(bs), limit)
 	}
-	ch = splitChunks(big, dur)
-	if len(ch) < 2 {
-		t.Fatalf("5000 records of ~250 bytes in %d chunk(s)", len(ch))
-	}
-	for _, c := range ch {
-		var row []byte
-		size := 0
-		for _, it := range c {
-			row = it.Record.Marshal(row[:0])
-			size += len(row)
+	k := 0
+	for _, b := range bs {
+		if b.bytes > limit && len(b.items) != 1 {
+			t.Fatalf("append of %d items and %d bytes over %d", len(b.items), b.bytes, limit)
 		}
-		if size > chunkBytes {
-			t.Fatalf("chunk of %d bytes over %d", size, chunkBytes)
+		if len(b.recs) != len(b.items) || len(b.meta) != len(b.items) {
+			t.Fatalf("append with %d items, %d records, %d meta", len(b.items), len(b.recs), len(b.meta))
+		}
+		for i := range b.items {
+			if b.recs[i].Time != items[k].Record.Time {
+				t.Fatalf("item %d out of order", k)
+			}
+			var back Item
+			if err := unmarshalItemMeta(b.meta[i], &back); err != nil {
+				t.Fatal(err)
+			}
+			if back.HasEntropy != items[k].HasEntropy || back.HasTTFT || len(back.Gaps) != len(items[k].Gaps) || (back.Gaps != nil && back.Gaps[0] != float64(k)) {
+				t.Fatalf("item %d meta decoded as %+v", k, back)
+			}
+			k++
 		}
 	}
+	if k != len(items) {
+		t.Fatalf("%d of %d items in the appends", k, len(items))
+	}
+}
+
+func newestSegment(t testing.TB, dir string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no WAL segments in %s: %v", dir, err)
+	}
+	slices.Sort(m)
+	for i := len(m) - 1; i >= 0; i-- {
+		if fileSizeOf(t, m[i]) > 0 {
+			return m[i]
+		}
+	}
+	t.Fatalf("no WAL segment in %s holds data", dir)
+	return ""
+}
+
+func fileSizeOf(t testing.TB, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// tokenCounts returns the observations in the TTFT and ITL token latency
+// histograms of the state.
+func tokenCounts(p *Records) (ttft, itl float64) {
+	_ = p.do(context.Background(), func() {
+		p.flushSeries(false)
+		for _, st := range p.d.order {
+			for k := range st.Tokens {
+				for _, h := range st.Tokens[k] {
+					if h == nil {
+						continue
+					}
+					if k == 0 {
+						ttft += float64(h.Count)
+					} else {
+						itl += float64(h.Count)
+					}
+				}
+			}
+		}
+	})
+	return ttft, itl
 }
 
 // TestOverflowLabelSets: past MaxSeriesLabelSets, new label sets are

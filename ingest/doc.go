@@ -19,7 +19,8 @@
 // the series, so it only reaches the metadata store.
 //
 // Invariants: a request is answered 2xx only after what it carried is
-// durable (the TSDB WAL, the record store's WAL and the derive journal); a
+// durable (the TSDB WAL, the record store's WAL, which also carries what the
+// derived series need to be rebuilt); a
 // bad item is reported (4xx naming it) while the good items of the same
 // request are kept; decoding finishes before the first append, so a
 // malformed body changes nothing; a crash never counts a record twice in
@@ -34,8 +35,8 @@
 // preflight. A 5xx means nothing of the request was stored: 503
 // with Retry-After while a store refuses writes after a failed one
 // (tsdb.ErrUnavailable, ErrRecordsFailed), which clears by itself; the
-// record pipeline recovers its journal and store in-process, as a restart
-// would.
+// record pipeline recovers its store and derived state in-process, as a
+// restart would.
 // Derived samples are stamped with each request's end
 // time (derive_stamp.go), and every derived series starts with a zero
 // sample, so increase(…[w] anchored) over them counts exactly the requests

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,10 +31,12 @@ import (
 type RecordsOptions struct {
 	// Store configures the record store; Store.Dir is required.
 	// Store.RetentionCheckInterval is ignored: the pipeline applies
-	// retention itself, between batches, so that the store's record count
-	// only changes through its own appends (see derive_journal.go).
+	// retention itself, right after a checkpoint, so that retention never
+	// removes a record the checkpoint does not count. Store.HoldWAL is
+	// always set: the store's WAL is the log the derived state is
+	// recovered from (derive_checkpoint.go).
 	Store records.Options
-	// StateDir holds the derived-series checkpoint and journal. Empty means
+	// StateDir holds the derived-series checkpoint. Empty means
 	// Store.Dir/derived.
 	StateDir string
 	// SeriesLabels are the request labels copied onto derived series.
@@ -61,17 +65,19 @@ type RecordsOptions struct {
 	// head's block range). Zero means 30m.
 	BackfillWindow time.Duration
 	// CheckpointInterval is how often the derived state is checkpointed,
-	// the journal emptied and retention applied. Zero means 1m.
+	// the record store's WAL released up to it and retention applied.
+	// Zero means 1m.
 	CheckpointInterval time.Duration
-	// RecoverInterval is how often, after a failed write to the journal or
-	// the record store, the pipeline tries to recover its files (a batch
-	// arriving also tries, at most this often). Zero means 1s.
+	// RecoverInterval is how often, after a failed write to the record
+	// store, the pipeline tries to recover its files (a batch arriving also
+	// tries, at most this often). Zero means 1s.
 	RecoverInterval time.Duration
-	// MaxJournalBytes checkpoints early when the journal grows past it.
-	// Zero means 64 MiB.
+	// MaxJournalBytes checkpoints early when the batches logged since the
+	// last checkpoint (those a restart replays from the record store's
+	// WAL) pass this many bytes. Zero means 64 MiB.
 	MaxJournalBytes int64
-	// MaxBatchItems caps the requests committed together (one journal entry
-	// and fsync). Zero means 100,000.
+	// MaxBatchItems caps the requests committed together (one record-store
+	// append and fsync). Zero means 100,000.
 	MaxBatchItems int
 	// Grid is the end-to-end grid of the tail accumulators. The zero value
 	// means attribution.DefaultGrid(); it must not change over the life of
@@ -108,6 +114,7 @@ func (o RecordsOptions) withDefaults() RecordsOptions {
 		o.Store.PartitionDuration = records.DefaultOptions().PartitionDuration
 	}
 	o.Store.RetentionCheckInterval = 0
+	o.Store.HoldWAL = true
 	if o.SeriesLabels == nil {
 		o.SeriesLabels = DefaultSeriesLabels
 	}
@@ -162,7 +169,7 @@ var (
 	// ErrRecordsClosed is returned by Append after Close.
 	ErrRecordsClosed = errors.New("records pipeline closed")
 	// ErrRecordsFailed is wrapped by every Append after a write to the
-	// journal or the record store failed, until the pipeline has recovered
+	// record store failed, until the pipeline has recovered
 	// its files as a restart would (retried every RecoverInterval, and
 	// before each batch); nothing of a batch that got it is acknowledged.
 	ErrRecordsFailed = errors.New("records pipeline failed")
@@ -176,20 +183,19 @@ var (
 // Ordering, per batch, in one worker goroutine (group commit: batches that
 // arrive while one is being written are committed together):
 //
-//  1. the batch, with the store's record count, is appended to the journal
-//     and fsynced;
-//  2. it is appended to the record store (fsynced, one WAL entry per chunk);
-//  3. it is queued for the derived state;
-//  4. the batch is acknowledged.
+//  1. the batch is appended to the record store with each item's meta
+//     beside its record (one WAL write and one fsync for the group);
+//  2. it is queued for the derived state;
+//  3. the batch is acknowledged.
 //
-// Every DeriveInterval (with zero, before step 4) the queued requests are
+// Every DeriveInterval (with zero, before step 3) the queued requests are
 // folded into the in-memory state slot by slot and each changed series is
-// appended at its slot's stamp (derive_stamp.go); the
-// state is checkpointed every CheckpointInterval, after which the journal
-// is emptied. After a crash the checkpoint plus the journal entries whose
-// records reached the store rebuild the state exactly, so a record is
-// counted in the series once if and only if it is in the store. Counters
-// are cumulative across restarts.
+// appended at its slot's stamp (derive_stamp.go); the state is
+// checkpointed every CheckpointInterval, with the number of the last store
+// WAL batch it counts, and the store may then drop those batches from its
+// WAL. After a crash the checkpoint plus the WAL batches after it rebuild
+// the state exactly, so a record is counted in the series once if and
+// only if it is in the store. Counters are cumulative across restarts.
 type Records struct {
 	opts   RecordsOptions
 	store  *records.Store
@@ -205,12 +211,13 @@ type Records struct {
 
 	// Owned by the worker.
 	d         *deriver
-	journal   *journal
-	seq       uint64
+	seq       uint64 // last record-store WAL batch the state counts
+	logged    int64  // bytes appended to the store since the checkpoint
+	metaBuf   []byte // item meta of the group being committed
 	failed    error
 	lastTry   time.Time // last recovery attempt after failed
 	lastFull  int64
-	recovered bool // the state was rebuilt from journal entries
+	recovered bool // the state was rebuilt from logged batches
 	// abandoned makes the worker exit without flushing or checkpointing,
 	// as a killed process would; only tests set it.
 	abandoned bool
@@ -242,7 +249,8 @@ type submission struct {
 }
 
 // NewRecords opens the record store, restores the derived state (the
-// checkpoint, then every journal entry whose records reached the store) and
+// checkpoint, then every store WAL batch after it; a version 1 journal is
+// migrated) and
 // starts the worker. app receives the derived series; md, if not nil, their
 // metadata.
 func NewRecords(app storage.AppendableV2, md MetadataSink, opts RecordsOptions, logger *slog.Logger, reg prometheus.Registerer) (*Records, error) {
@@ -296,11 +304,11 @@ func newRecordsMetrics(reg prometheus.Registerer) recordsMetrics {
 		}, []string{"source"}),
 		batches: f.NewCounter(prometheus.CounterOpts{
 			Name: "tailroot_records_batches_total",
-			Help: "Batches committed to the journal and the record store (group commits).",
+			Help: "Batches committed to the record store (group commits).",
 		}),
 		commitSeconds: f.NewHistogram(prometheus.HistogramOpts{
 			Name:                        "tailroot_records_commit_seconds",
-			Help:                        "Time to commit one batch: journal fsync, record store fsync and state update.",
+			Help:                        "Time to commit one batch: record store write and fsync, and state update.",
 			NativeHistogramBucketFactor: 1.1,
 		}),
 		flushSeconds: f.NewHistogram(prometheus.HistogramOpts{
@@ -322,7 +330,7 @@ func newRecordsMetrics(reg prometheus.Registerer) recordsMetrics {
 		}),
 		recoveries: f.NewCounter(prometheus.CounterOpts{
 			Name: "tailroot_records_recoveries_total",
-			Help: "Times the pipeline recovered its journal and store after a failed write, without a restart.",
+			Help: "Times the pipeline recovered its store and state after a failed write, without a restart.",
 		}),
 		restamped: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "tailroot_records_derived_restamped_total",
@@ -330,7 +338,7 @@ func newRecordsMetrics(reg prometheus.Registerer) recordsMetrics {
 		}, []string{"reason"}),
 		unresolved: f.NewCounter(prometheus.CounterOpts{
 			Name: "tailroot_records_recovery_unresolved_total",
-			Help: "Journal entries at recovery whose stored records could not be identified; their records are missing from the derived series.",
+			Help: "Version 1 journal entries at migration whose stored records could not be identified; their records are missing from the derived series.",
 		}),
 	}
 }
@@ -339,22 +347,55 @@ func (p *Records) recover() error {
 	if err := os.MkdirAll(p.opts.StateDir, 0o755); err != nil {
 		return fmt.Errorf("records pipeline: %w", err)
 	}
-	d, seq, err := loadCheckpoint(p.opts.StateDir, p.opts.Grid, p.opts.SeriesLabels, p.opts.MaxSeriesLabelSets)
+	d, seq, version, err := loadCheckpoint(p.opts.StateDir, p.opts.Grid, p.opts.SeriesLabels, p.opts.MaxSeriesLabelSets)
 	if err != nil {
 		return fmt.Errorf("records pipeline: %w", err)
 	}
-	j, entries, err := openJournal(p.opts.StateDir)
+	entries, hasJournal, err := readJournalV1(p.opts.StateDir)
 	if err != nil {
 		return fmt.Errorf("records pipeline: %w", err)
 	}
-	last, unresolved := recoverEntries(d, entries, seq, p.store.Stats().Records)
-	if unresolved > 0 {
-		p.m.unresolved.Add(float64(unresolved))
-		p.logger.Error("records: journal entries whose stored records could not be identified; their requests are missing from the derived series", "entries", unresolved)
+	recovered := false
+	if version == checkpointVersionV1 {
+		// Written before the store's WAL carried the state's inputs: every
+		// record the store holds is counted once the version 1 journal is
+		// folded in, and counting continues from the store's WAL now.
+		_, unresolved := recoverEntries(d, entries, seq, p.store.Stats().Records)
+		if unresolved > 0 {
+			p.m.unresolved.Add(float64(unresolved))
+			p.logger.Error("records: version 1 journal entries whose stored records could not be identified; their requests are missing from the derived series", "entries", unresolved)
+		}
+		p.logger.Info("records: migrating the version 1 derive journal", "entries", len(entries))
+		seq, recovered = p.store.LastSeq(), true
+	} else {
+		n := 0
+		err := p.store.ReplayWAL(seq, func(b records.LoggedBatch) error {
+			for i := range b.Records {
+				it := Item{Record: b.Records[i]}
+				var m []byte
+				if b.Meta != nil {
+					m = b.Meta[i]
+				}
+				if err := unmarshalItemMeta(m, &it); err != nil {
+					return fmt.Errorf("batch %d record %d: %w", b.Seq, i, err)
+				}
+				d.add(&it)
+			}
+			seq = b.Seq
+			n++
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("records pipeline: %w", err)
+		}
+		recovered = n > 0
 	}
+	// Batches appended from now on are numbered after what the state
+	// counts, even if the store's WAL lost its newest batches.
+	p.store.AdvanceSeq(seq)
 	d.res, d.maxAge, d.refresh = p.opts.DeriveResolution.Milliseconds(), p.opts.BackfillWindow.Milliseconds(), p.opts.RefreshInterval.Milliseconds()
-	p.d, p.journal, p.seq = d, j, last
-	p.recovered = last > seq || len(entries) > 0
+	p.d, p.seq, p.logged = d, seq, 0
+	p.recovered = recovered
 	if p.recovered {
 		// The crashed process may have appended derived samples after the
 		// checkpoint's clocks, up to its wall clock: the recovered requests
@@ -364,8 +405,9 @@ func (p *Records) recover() error {
 		if err := p.afterCrash(); err != nil {
 			p.logger.Error("records: list derived series after recovery; series first created by recovered requests may lack their zero sample", "err", err)
 		}
+	}
+	if p.recovered || hasJournal {
 		if err := p.writeCheckpoint(); err != nil {
-			_ = j.close()
 			return fmt.Errorf("records pipeline: %w", err)
 		}
 	}
@@ -466,7 +508,7 @@ func (p *Records) CheckItem(it *Item) error {
 }
 
 // Append stores items and folds them into the derived series. It returns
-// once they are durable (journal and record store fsynced); with
+// once they are durable (in the record store's fsynced WAL); with
 // DeriveInterval 0 the derived series have then been appended too. The
 // batch is refused whole, before anything is written, if an item fails
 // CheckItem (the error names its index).
@@ -588,42 +630,40 @@ func (p *Records) commit(group []*submission) {
 	if len(items) == 0 {
 		return
 	}
-	chunks := splitChunks(items, p.opts.Store.PartitionDuration.Milliseconds())
-	e := journalEntry{Seq: p.seq + 1, NBefore: p.store.Stats().Records, Chunks: chunks}
-	if err := p.journal.append(&e); err != nil {
-		p.fail(err)
-		reply(fmt.Errorf("%w: %v", ErrRecordsFailed, err))
-		return
+	batches, metaBuf := splitAppends(items, maxAppendBytes(p.opts.Store.MaxSegmentBytes), p.metaBuf)
+	if cap(metaBuf) <= 64<<20 {
+		p.metaBuf = metaBuf // reused by the next commit; one huge group's is not kept
 	}
-	p.seq = e.Seq
-	for k, c := range chunks {
-		if err := p.store.Append(chunkRecords(c)); err != nil {
-			// Chunks before k are stored; keep the state in step with the
-			// store until the restart that recovers this entry.
-			for _, done := range chunks[:k] {
-				p.d.pending = append(p.d.pending, done...)
+	for k := range batches {
+		b := &batches[k]
+		seq, err := p.store.AppendBatch(b.recs, b.meta)
+		if err != nil {
+			// Batches before k are stored; keep the state in step with the
+			// store until recovery rebuilds it from the store's WAL.
+			for _, done := range batches[:k] {
+				p.d.pending = append(p.d.pending, done.items...)
 			}
 			p.fail(err)
 			reply(fmt.Errorf("%w: %v", ErrRecordsFailed, err))
 			return
 		}
+		p.seq = seq
+		p.logged += int64(b.bytes)
 	}
-	for _, c := range chunks {
-		p.d.pending = append(p.d.pending, c...)
-	}
+	p.d.pending = append(p.d.pending, items...)
 	p.m.batches.Inc()
 	if p.opts.DeriveInterval == 0 {
 		p.flushSeries(false)
 	}
 	p.m.commitSeconds.Observe(time.Since(start).Seconds())
 	reply(nil)
-	if p.journal.size >= p.opts.MaxJournalBytes {
+	if p.logged >= p.opts.MaxJournalBytes {
 		p.checkpoint()
 	}
 }
 
 func (p *Records) fail(err error) {
-	p.logger.Error("records: write failed; refusing appends until the journal and the store are recovered", "err", err)
+	p.logger.Error("records: write failed; refusing appends until the store is recovered", "err", err)
 	p.failed = err
 	p.failedErr.Store(&err)
 	p.lastTry = time.Now()
@@ -631,10 +671,10 @@ func (p *Records) fail(err error) {
 
 // tryRecover rebuilds the pipeline's files and state after a failed write
 // as a restart would: the record store reloads its files if it refuses, and
-// the derived state is rebuilt from the checkpoint plus the journal entries
-// whose records reached the store, then checkpointed (which needs the disk
-// to take writes again). It is tried at most once per RecoverInterval and
-// reports whether the pipeline accepts batches.
+// the derived state is rebuilt from the checkpoint plus the store's WAL
+// batches after it, then checkpointed (which needs the disk to take writes
+// again). It is tried at most once per RecoverInterval and reports whether
+// the pipeline accepts batches.
 func (p *Records) tryRecover() bool {
 	if p.failed == nil {
 		return true
@@ -647,9 +687,8 @@ func (p *Records) tryRecover() bool {
 		p.logger.Debug("records: store not recovered yet", "err", err)
 		return false
 	}
-	_ = p.journal.close() // reopened by recover
 	if err := p.recover(); err != nil {
-		p.logger.Debug("records: journal not recovered yet", "err", err)
+		p.logger.Debug("records: derived state not recovered yet", "err", err)
 		return false
 	}
 	p.logger.Info("records: recovered after a failed write; accepting batches again", "failed_with", p.failed)
@@ -729,15 +768,16 @@ func isTimestampCollision(err error) bool {
 		errors.Is(err, storage.ErrTooOldSample)
 }
 
-// checkpoint writes the state, empties the journal and applies retention.
-// Retention runs only here, with the journal empty, so the store's count
-// moves only through appends between two entries.
+// checkpoint writes the state, releases the store's WAL up to it and
+// applies retention. Retention runs only here, right after the state
+// counts every stored record, so it never removes a record a replay would
+// still have to count.
 func (p *Records) checkpoint() {
 	if p.failed != nil {
 		return
 	}
-	// The checkpoint empties the journal, so it must cover every stored
-	// request: fold the pending ones first.
+	// The checkpoint releases the store's WAL up to p.seq, so it must
+	// cover every stored request: fold the pending ones first.
 	p.flushSeries(false)
 	if err := p.writeCheckpoint(); err != nil {
 		p.logger.Error("records: checkpoint derived state", "err", err)
@@ -760,7 +800,16 @@ func (p *Records) writeCheckpoint() error {
 	if err := fsutil.WriteFileAtomic(p.opts.StateDir, checkpointFile, data); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
-	return p.journal.reset()
+	p.logged = 0
+	if err := os.Remove(filepath.Join(p.opts.StateDir, journalFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove version 1 journal: %w", err)
+	}
+	if err := p.store.Release(p.seq); err != nil {
+		// The checkpoint stands; the WAL keeps a little more until the
+		// next one.
+		p.logger.Warn("records: release store WAL", "err", err)
+	}
+	return nil
 }
 
 // Flush appends the changed derived series and checkpoints now; tests and
@@ -793,7 +842,7 @@ func (p *Records) do(ctx context.Context, f func()) error {
 }
 
 // Close stops the worker after the submitted batches, appends the derived
-// series, checkpoints, and closes the journal and the store.
+// series, checkpoints, and closes the store.
 func (p *Records) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.stop)
@@ -804,5 +853,5 @@ func (p *Records) Close() error {
 }
 
 func (p *Records) closeFiles() error {
-	return errors.Join(p.journal.close(), p.store.Close())
+	return p.store.Close()
 }

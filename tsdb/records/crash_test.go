@@ -2,16 +2,21 @@ package records
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/prometheus/tsdb/wlog"
 )
 
 // crash abandons s the way a dying process does: file descriptors go away,
@@ -23,18 +28,64 @@ func crash(s *Store) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	for _, p := range s.parts {
-		if p.head != nil {
-			_ = p.head.wal.f.Close()
-		}
+	if s.wal != nil {
+		s.wal.abandon()
 	}
 	_ = s.unlock()
 }
 
+// lastSegment returns the path of the newest WAL segment that holds data.
+func lastSegment(t testing.TB, dir string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, walDirName, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(m)
+	for i := len(m) - 1; i >= 0; i-- {
+		if fileSize(t, m[i]) > 0 {
+			return m[i]
+		}
+	}
+	t.Fatal("no WAL segment holds data")
+	return ""
+}
+
+// wlogFragment frames payload as one whole (full) wlog record, as
+// tsdb/wlog writes one that fits its page: type 1, length u16 BE, crc32c
+// u32 BE, payload.
+func wlogFragment(payload []byte) []byte {
+	b := []byte{1, byte(len(payload) >> 8), byte(len(payload))}
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(payload, castagnoli))
+	return append(b, payload...)
+}
+
+// recordOffsets lists where each record of a segment starts, read with
+// tsdb/wlog's own reader.
+func recordOffsets(t testing.TB, path string) []int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := wlog.NewReader(f)
+	var offs []int64
+	var at int64
+	for r.Next() {
+		offs = append(offs, at)
+		at = r.Offset()
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return offs
+}
+
 // TestCrashTornTail appends acknowledged batches, then leaves a partly
-// written entry at the end of the WAL — a write torn by a crash — at every
+// written record at the end of the WAL — a write torn by a crash — at every
 // kind of cut point. Reopening must keep every acknowledged record, drop
-// the torn entry and truncate the file back to the last whole entry.
+// the torn record and truncate the segment back to the last whole record.
 func TestCrashTornTail(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	dir := t.TempDir()
@@ -48,12 +99,12 @@ func TestCrashTornTail(t *testing.T) {
 		acked = append(acked, b...)
 	}
 	crash(s)
-	walPath := filepath.Join(dir, fileName(t0, 1, "wal"))
+	walPath := lastSegment(t, dir)
 	goodSize := fileSize(t, walPath)
 
 	inflight := []Record{randRecord(rng, t0+5000, 20)}
-	entry := appendEntry(nil, (&walBatch{Records: inflight}).Marshal(nil))
-	for _, cut := range []int{1, 4, 8, 9, len(entry) / 2, len(entry) - 4, len(entry) - 1} {
+	entry := wlogFragment((&logBatch{Seq: 31, Gen: 1, PartStart: t0, PartDur: partDur.Milliseconds(), Records: inflight}).Marshal(nil))
+	for _, cut := range []int{1, 3, 7, 8, len(entry) / 2, len(entry) - 4, len(entry) - 1} {
 		t.Run(fmt.Sprintf("cut at %d of %d", cut, len(entry)), func(t *testing.T) {
 			f, err := os.OpenFile(walPath, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {
@@ -67,7 +118,7 @@ func TestCrashTornTail(t *testing.T) {
 			defer crash(s)
 			requireSameRecords(t, selectAll(t, s, 0, 1<<62), sortedByTime(acked))
 			if got := fileSize(t, walPath); got != goodSize {
-				t.Fatalf("wal is %d bytes after open, want the torn tail cut back to %d", got, goodSize)
+				t.Fatalf("wal segment is %d bytes after open, want the torn tail cut back to %d", got, goodSize)
 			}
 		})
 	}
@@ -85,29 +136,31 @@ func TestCrashTornTail(t *testing.T) {
 	requireSameRecords(t, selectAll(t, s, 0, 1<<62), sortedByTime(append(acked, more...)))
 }
 
-// TestCrashCorruptMiddle flips a byte inside an acknowledged entry that has
-// entries after it: Open must refuse, naming the file and the entry offset,
-// rather than silently drop what follows.
+// TestCrashCorruptMiddle flips a byte inside an acknowledged record that
+// has records after it: Open must refuse, naming the file and the record's
+// offset, rather than silently drop what follows. The flips hit the
+// length, the checksum, the payload and its last byte (wlog's type byte
+// has three bits no reader looks at, so a flip there is no corruption).
 func TestCrashCorruptMiddle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(53, 54))
 	dir := t.TempDir()
 	s := openTest(t, dir, nil)
-	var offsets []int64
 	for i := range 10 {
-		// The next entry starts at the WAL's current end (the header's
-		// end before the first append creates the file).
-		offsets = append(offsets, max(s.Stats().WALBytes, walHeaderLen))
 		if err := s.Append([]Record{randRecord(rng, t0+int64(i), 10)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	crash(s)
-	walPath := filepath.Join(dir, fileName(t0, 1, "wal"))
+	walPath := lastSegment(t, dir)
+	offsets := recordOffsets(t, walPath)
+	if len(offsets) != 10 {
+		t.Fatalf("%d records in %s, want 10", len(offsets), walPath)
+	}
 	data, err := os.ReadFile(walPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, at := range []int64{offsets[4], offsets[4] + 2, offsets[4] + 30, offsets[5] - 1} {
+	for _, at := range []int64{offsets[4] + 1, offsets[4] + 5, offsets[4] + 30, offsets[5] - 1} {
 		bad := append([]byte(nil), data...)
 		bad[at] ^= 0x40
 		if err := os.WriteFile(walPath, bad, 0o644); err != nil {

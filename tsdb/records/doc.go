@@ -13,12 +13,16 @@
 // for, for callers that aggregate (tail attribution reads stages and TTFT
 // of a million records without materialising one Record).
 //
-// Invariants: Append returns only after every record of the batch is in a
-// fsynced write-ahead log; a crash loses no record whose Append returned, and
-// reopening drops a torn last WAL entry but refuses a WAL corrupted in the
-// middle. A failed write is cut off the WAL; after a failed sync Append
-// refuses until Recover reloads the files as Open would. Stages of every
-// stored record sum to its end-to-end time exactly.
+// Invariants: Append returns only after every record of the batch is in
+// the fsynced write-ahead log, one prometheus tsdb/wlog log (Dir/wal) for
+// every partition; a crash loses no record whose Append returned, and
+// reopening cuts a torn last WAL record but refuses a WAL corrupted in the
+// middle. After a failed write or sync Append refuses until Recover reloads
+// the files as Open would. Stages of every stored record sum to its
+// end-to-end time exactly. With Options.HoldWAL every WAL batch after the
+// caller's last Release stays readable through ReplayWAL, with the caller's
+// per-record bytes given to AppendBatch (ingest recovers its derived series
+// from them, so a batch is durable in one fsync).
 // Files are time-partitioned (Options.PartitionDuration) and partitions never
 // overlap, so Select orders by sorting one partition at a time.
 //
@@ -26,6 +30,7 @@
 // sealed segments to Parquet; Options.RetentionHold makes retention wait
 // for that copy.
 //
-// The byte layout of WAL and segment files is specified in
-// docs/format/records.md.
+// The byte layout of WAL records and segment files is specified in
+// docs/format/records.md; version 1 WAL files (one per partition generation)
+// are sealed into segments on first open (wal_v1.go).
 package records

@@ -216,6 +216,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	write("FuzzRecordUnmarshal", one(seedRecords()))
 	write("FuzzWALBatch", one(seedBatches()))
 	write("FuzzWALReplay", one(seedWALs(t)))
+	write("FuzzLogBatch", one(seedLogBatches()))
 	write("FuzzSegment", one(seedSegments()))
 	var bodies [][]string
 	for _, s := range seedSegments() {

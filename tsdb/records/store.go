@@ -1,6 +1,7 @@
 package records
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,13 @@ type Options struct {
 	// It is called with the store lock held and must not call the store.
 	// nil removes partitions as soon as they are past retention.
 	RetentionHold func(SegmentRef) bool
+	// HoldWAL keeps every WAL batch the caller has not passed to Release,
+	// even once its records are sealed, so that ReplayWAL hands it back
+	// after a crash: a caller that derives state from the records (ingest's
+	// derived series) recovers it from this one log instead of a journal of
+	// its own. false removes WAL segments as soon as their records are
+	// sealed.
+	HoldWAL bool
 	// Logger receives errors of background work (retention, sealing that is
 	// retried later). nil discards them.
 	Logger *slog.Logger
@@ -74,14 +82,16 @@ type Store struct {
 	log    *slog.Logger
 	unlock func() error
 
-	mu      sync.RWMutex
-	parts   map[int64]*partition // by partition start
-	hasData bool
-	maxT    int64 // newest record time seen
-	lastCut int64 // partitions with index < lastCut have been sealed once due
-	cutoff  int64 // retention: partitions ending at or before it are gone
-	closed  bool
-	failed  error // sticky: a WAL sync or truncate failed; no more appends
+	mu       sync.RWMutex
+	parts    map[int64]*partition // by partition start
+	hasData  bool
+	maxT     int64 // newest record time seen
+	lastCut  int64 // partitions with index < lastCut have been sealed once due
+	cutoff   int64 // retention: partitions ending at or before it are gone
+	closed   bool
+	failed   error // sticky: a WAL write or sync failed; no more appends
+	wal      *storeLog
+	released uint64 // HoldWAL: the caller's state covers batches up to it
 
 	stop      chan struct{}
 	bg        sync.WaitGroup
@@ -108,15 +118,19 @@ type segmentMeta struct {
 
 // headGen is an open WAL generation and its records in append order. recs is
 // only appended to, so a reader may keep a prefix of it without a lock.
+// Its batches are in WAL segments firstSeg and later; bytes is the size of
+// their payloads.
 type headGen struct {
-	seq  int
-	wal  *walFile
-	recs []Record
+	seq      int
+	firstSeg int
+	bytes    int64
+	recs     []Record
 }
 
-// Open opens or creates the store in opts.Dir: it replays every WAL
-// (dropping a torn last entry), removes WALs already sealed, seals
-// partitions that are due, and starts the retention loop if configured.
+// Open opens or creates the store in opts.Dir: it replays the WAL
+// (dropping a torn last record), seals every version 1 WAL file into a
+// segment, seals partitions that are due, and starts the retention loop if
+// configured.
 func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("open records store: Options.Dir is empty")
@@ -192,19 +206,14 @@ func parseFileName(name string) (start int64, seq int, ext string, ok bool) {
 	return start, seq, ext, true
 }
 
-// load reads the directory into s. Called once, from Open.
+// load reads the directory into s: segments, then version 1 WAL files
+// (sealed into segments at once), then the WAL. Called by Open and Recover.
 func (s *Store) load() error {
 	entries, err := os.ReadDir(s.opts.Dir)
 	if err != nil {
 		return err
 	}
-	type walRef struct {
-		start int64
-		seq   int
-		path  string
-	}
-	var wals []walRef
-	sealed := map[[2]int64]bool{}
+	var v1 []v1WAL
 	for _, e := range entries {
 		name := e.Name()
 		path := filepath.Join(s.opts.Dir, name)
@@ -224,7 +233,7 @@ func (s *Store) load() error {
 		p := s.partition(start)
 		p.nextSeq = max(p.nextSeq, seq+1)
 		if ext == "wal" {
-			wals = append(wals, walRef{start, seq, path})
+			v1 = append(v1, v1WAL{start, seq, path})
 			continue
 		}
 		meta, err := s.readSegmentMeta(path, start, seq)
@@ -232,39 +241,130 @@ func (s *Store) load() error {
 			return err
 		}
 		p.segs = append(p.segs, meta)
-		sealed[[2]int64{start, int64(seq)}] = true
 		s.observe(meta.maxT)
 	}
 	for _, p := range s.parts {
 		slices.SortFunc(p.segs, func(a, b segmentMeta) int { return a.seq - b.seq })
 	}
-	slices.SortFunc(wals, func(a, b walRef) int {
-		if c := cmpInt64(a.start, b.start); c != 0 {
-			return c
-		}
-		return a.seq - b.seq
-	})
-	for i, w := range wals {
-		if sealed[[2]int64{w.start, int64(w.seq)}] {
-			// Crash between the segment's rename and the WAL's removal.
-			if err := os.Remove(w.path); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := s.replay(w.path, w.start, w.seq); err != nil {
-			return err
-		}
-		// Only one WAL per partition is left open; an older one (possible
-		// only after an interrupted seal) is sealed now.
-		if i+1 < len(wals) && wals[i+1].start == w.start {
-			if err := s.seal(s.parts[w.start]); err != nil {
-				return err
-			}
-		}
+	if err := s.migrateV1(v1); err != nil {
+		return err
+	}
+	if err := s.replayLog(); err != nil {
+		return err
 	}
 	s.lastCut = s.cutIndex()
-	return s.sealDue()
+	err = s.sealDue()
+	return errors.Join(err, s.truncateLog())
+}
+
+// replayLog loads the WAL into the heads (cutting a torn tail) and opens it
+// for writing.
+func (s *Store) replayLog() error {
+	dir := filepath.Join(s.opts.Dir, walDirName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var (
+		segs    []segSeq
+		lastSeq uint64
+		lastSeg = -1
+	)
+	first, _, err := readSegments(dir, s.log, true, func(payload []byte, seg int, _ int64) error {
+		if len(payload) == 0 {
+			return errors.New("empty wal record")
+		}
+		switch payload[0] {
+		case logTypeBatch:
+			var b logBatch
+			tail, err := b.Unmarshal(payload)
+			if err == nil && len(tail) != 0 {
+				err = fmt.Errorf("%d bytes after the last record", len(tail))
+			}
+			if err != nil {
+				return fmt.Errorf("batch does not decode: %v", err)
+			}
+			if n := len(segs); n > 0 && segs[n-1].seg == seg {
+				segs[n-1].maxSeq = max(segs[n-1].maxSeq, b.Seq)
+			} else {
+				segs = append(segs, segSeq{seg, b.Seq})
+			}
+			if b.Seq >= lastSeq {
+				lastSeq, lastSeg = b.Seq, seg
+			}
+			return s.replayBatch(&b, seg, len(payload))
+		case logTypeMark:
+			if len(payload) != 9 {
+				return errors.New("mark record does not decode")
+			}
+			if seq := binary.LittleEndian.Uint64(payload[1:]); seq >= lastSeq {
+				lastSeq, lastSeg = seq, seg
+			}
+			return nil
+		case logTypeDrop:
+			start, n := binary.Uvarint(payload[1:])
+			if n <= 0 || n != len(payload)-1 {
+				return errors.New("drop record does not decode")
+			}
+			if p := s.parts[int64(start)]; p != nil {
+				p.head = nil
+				if len(p.segs) == 0 {
+					delete(s.parts, int64(start))
+				}
+			}
+			return nil
+		default:
+			return fmt.Errorf("unknown wal record type %d", payload[0])
+		}
+	})
+	if err != nil {
+		return err
+	}
+	l, err := openLog(dir, s.log, first, lastSeg, segs, lastSeq)
+	if err != nil {
+		return err
+	}
+	s.wal = l
+	return nil
+}
+
+// replayBatch adds one logged batch to its partition's head, unless its
+// generation is sealed already (the WAL keeps sealed batches until their
+// segment of the log is truncated).
+func (s *Store) replayBatch(b *logBatch, seg, size int) error {
+	if b.PartDur != s.dur {
+		return fmt.Errorf("batch for partition %d/%d ms, store uses duration %d ms (PartitionDuration changed?)", b.PartStart, b.PartDur, s.dur)
+	}
+	for i := range b.Records {
+		if t := b.Records[i].Time; t < b.PartStart || t-b.PartStart >= b.PartDur {
+			return fmt.Errorf("record time %d outside partition [%d, %d)", t, b.PartStart, b.PartStart+b.PartDur)
+		}
+	}
+	p := s.partition(b.PartStart)
+	p.nextSeq = max(p.nextSeq, b.Gen+1)
+	for _, m := range p.segs {
+		if m.seq == b.Gen {
+			return nil
+		}
+	}
+	if h := p.head; h != nil && h.seq != b.Gen {
+		if b.Gen < h.seq {
+			return fmt.Errorf("batch of generation %d after generation %d of partition %d", b.Gen, h.seq, b.PartStart)
+		}
+		// An older generation left open (a seal that never happened):
+		// seal it now, as a later one exists.
+		if err := s.seal(p); err != nil {
+			return err
+		}
+	}
+	if p.head == nil {
+		p.head = &headGen{seq: b.Gen, firstSeg: seg}
+	}
+	p.head.recs = append(p.head.recs, b.Records...)
+	p.head.bytes += int64(size)
+	for i := range b.Records {
+		s.observe(b.Records[i].Time)
+	}
+	return nil
 }
 
 func (s *Store) readSegmentMeta(path string, start int64, seq int) (segmentMeta, error) {
@@ -292,36 +392,6 @@ func (s *Store) readSegmentMeta(path string, start int64, seq int) (segmentMeta,
 		return segmentMeta{}, &CorruptionError{File: path, Offset: fi.Size(), Reason: fmt.Sprintf("file is %d bytes, header says %d", fi.Size(), want)}
 	}
 	return segmentMeta{path: path, seq: seq, minT: h.MinT, maxT: h.MaxT, count: int(h.Count), size: fi.Size()}, nil
-}
-
-// replay loads one WAL into its partition's head, truncating a torn tail.
-func (s *Store) replay(path string, start int64, seq int) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	h, recs, good, err := replayWAL(path, data)
-	if err != nil {
-		return err
-	}
-	if h.PartDur != s.dur || h.PartStart != start {
-		return fmt.Errorf("wal %s: partition %d/%d ms, store uses duration %d ms (PartitionDuration changed?)", path, h.PartStart, h.PartDur, s.dur)
-	}
-	if good < len(data) {
-		s.log.Warn("records: dropping torn WAL tail", "file", path, "offset", good, "bytes", len(data)-good)
-		if err := truncateSync(path, int64(good)); err != nil {
-			return fmt.Errorf("truncate torn wal tail: %w", err)
-		}
-	}
-	w, err := openWAL(path, int64(good))
-	if err != nil {
-		return err
-	}
-	s.parts[start].head = &headGen{seq: seq, wal: w, recs: recs}
-	for i := range recs {
-		s.observe(recs[i].Time)
-	}
-	return nil
 }
 
 func truncateSync(path string, size int64) error {
@@ -387,8 +457,9 @@ func (s *Store) sortedParts() []*partition {
 }
 
 // seal writes p's head into a segment (temp file, fsync, rename, directory
-// fsync) and then removes the WAL. Called with s.mu held. The head stays
-// open if writing the segment fails.
+// fsync). Called with s.mu held. The head stays open if writing the
+// segment fails. Its batches stay in the WAL until truncateLog finds their
+// log segment needed by no open head (replay skips sealed generations).
 func (s *Store) seal(p *partition) error {
 	h := p.head
 	if h == nil {
@@ -411,11 +482,6 @@ func (s *Store) seal(p *partition) error {
 		})
 	}
 	p.head = nil
-	// The records are durable in the segment; a WAL left behind by a failed
-	// remove is deleted on the next open because the segment exists.
-	if err := h.wal.close(true); err != nil {
-		s.log.Warn("records: remove sealed wal", "err", err)
-	}
 	return nil
 }
 
@@ -433,7 +499,7 @@ func (s *Store) Flush() error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, s.truncateLog())...)
 }
 
 // ApplyRetention removes every partition that ends at or before
@@ -460,12 +526,13 @@ func (s *Store) ApplyRetention(now time.Time) error {
 		if s.opts.RetentionHold != nil && s.held(p, &errs) {
 			continue
 		}
-		if p.head != nil {
-			if err := p.head.wal.close(true); err != nil {
-				errs = append(errs, err)
-			}
-			p.head = nil
+		// The drop goes into the WAL first, so that a replay after a crash
+		// does not bring back the head's records.
+		if err := s.logDrop(start); err != nil {
+			errs = append(errs, fmt.Errorf("retention: %w", err))
+			continue
 		}
+		p.head = nil
 		kept := p.segs[:0]
 		for _, m := range p.segs {
 			if err := os.Remove(m.path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -478,7 +545,23 @@ func (s *Store) ApplyRetention(now time.Time) error {
 			delete(s.parts, start)
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, s.truncateLog())...)
+}
+
+// logDrop writes and syncs a drop record for the partition at start.
+// Called with s.mu held.
+func (s *Store) logDrop(start int64) error {
+	if s.failed != nil {
+		return fmt.Errorf("store failed earlier: %w", s.failed)
+	}
+	seq, _, err := s.wal.write([][]byte{appendDrop(nil, start)})
+	if err == nil {
+		err = s.wal.syncTo(seq)
+	}
+	if err != nil {
+		s.failed = err
+	}
+	return err
 }
 
 // held seals p's open WAL and reports whether RetentionHold keeps any of
@@ -521,9 +604,10 @@ type Stats struct {
 	HeadRecords  int64 // records in open WAL generations
 	Partitions   int
 	Segments     int
-	WALBytes     int64
+	WALBytes     int64 // batches of the open WAL generations (what sealing moves into segments)
+	WALDiskBytes int64 // files of the WAL directory: sealed batches too until truncated
 	SegmentBytes int64
-	BytesOnDisk  int64 // WALBytes + SegmentBytes
+	BytesOnDisk  int64 // WALDiskBytes + SegmentBytes
 	MaxTime      int64 // newest record time seen, Unix ms; 0 when empty
 }
 
@@ -543,16 +627,21 @@ func (s *Store) Stats() Stats {
 		}
 		if p.head != nil {
 			st.HeadRecords += int64(len(p.head.recs))
-			st.WALBytes += p.head.wal.size
+			st.WALBytes += p.head.bytes
+		}
+	}
+	if s.wal != nil {
+		if n, err := s.wal.w.Size(); err == nil {
+			st.WALDiskBytes = n
 		}
 	}
 	st.Records += st.HeadRecords
-	st.BytesOnDisk = st.WALBytes + st.SegmentBytes
+	st.BytesOnDisk = st.WALDiskBytes + st.SegmentBytes
 	return st
 }
 
-// Close stops background work, syncs and closes every WAL and releases the
-// directory. It does not seal: the next Open replays the WALs.
+// Close stops background work, syncs and closes the WAL and releases the
+// directory. It does not seal: the next Open replays the WAL.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
@@ -566,11 +655,16 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeFiles() error {
-	var errs []error
-	for _, p := range s.parts {
-		if p.head != nil {
-			errs = append(errs, p.head.wal.close(false))
-		}
+	if s.wal == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	l := s.wal
+	s.wal = nil
+	if s.failed != nil {
+		// The writer's page state after the failed write is unknown:
+		// flushing it could add garbage. What is on disk is read again.
+		l.abandon()
+		return nil
+	}
+	return l.close()
 }

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
-
-	"github.com/tailroot/tailroot/internal/fsutil"
+	"slices"
 )
 
-// WAL file layout and replay rules: docs/format/records.md, "WAL file".
+// The version 1 WAL: one file per partition generation,
+// "<start>-<seq>.wal", written by releases before the store moved to one
+// prometheus tsdb/wlog log (log.go). Open still reads these files and seals
+// each into a segment at once (migrateV1); nothing writes them any more.
+// Layout and replay rules: docs/format/records.md, "Version 1 WAL file".
 
 const (
 	walMagic        = "TRWL"
@@ -205,95 +205,55 @@ func nextValidEntry(data []byte, from int) int {
 	return -1
 }
 
-// walFile is the open WAL of one partition generation.
-//
-// size and the write path are guarded by the Store's mutex. written counts
-// writes and is read without that mutex by group commit; synced and done are
-// guarded by syncMu. A syncer takes syncMu alone; closing takes the Store
-// mutex and then syncMu.
-type walFile struct {
-	path    string
-	f       *os.File
-	size    int64
-	written atomic.Uint64
-
-	syncMu sync.Mutex
-	synced uint64
-	done   bool // file closed: sealed into a segment, dropped, or store closed
+// v1WAL is a version 1 WAL file found by load.
+type v1WAL struct {
+	start int64
+	seq   int
+	path  string
 }
 
-// createWAL writes a new WAL with its header through a temporary file, so a
-// WAL on disk never has a partial header.
-func createWAL(dir, name string, h walHeader) (*walFile, error) {
-	path := filepath.Join(dir, name)
-	if err := fsutil.WriteFileAtomic(dir, name, h.Marshal(nil)); err != nil {
-		return nil, fmt.Errorf("create wal: %w", err)
-	}
-	return openWAL(path, walHeaderLen)
-}
-
-// openWAL opens an existing WAL for appending at size.
-func openWAL(path string, size int64) (*walFile, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open wal: %w", err)
-	}
-	return &walFile{path: path, f: f, size: size}, nil
-}
-
-// write appends framed entries. On a short or failed write it truncates back
-// to the previous end so the file never ends in garbage it wrote itself.
-func (w *walFile) write(b []byte) (seq uint64, err error) {
-	if _, err := w.f.WriteAt(b, w.size); err != nil {
-		if terr := w.f.Truncate(w.size); terr != nil {
-			return 0, fmt.Errorf("write wal %s: %w (and truncate back: %v)", w.path, err, terr)
+// migrateV1 reads the version 1 WAL files and seals each into a segment,
+// then removes it: the records move out of the old format without passing
+// through the new log, and a crash halfway is harmless (a WAL whose
+// segment exists is removed, as before). A torn last entry is dropped as
+// the old replay did; corruption before it is an error.
+func (s *Store) migrateV1(wals []v1WAL) error {
+	slices.SortFunc(wals, func(a, b v1WAL) int {
+		if c := cmpInt64(a.start, b.start); c != 0 {
+			return c
 		}
-		return 0, fmt.Errorf("write wal %s: %w", w.path, err)
-	}
-	w.size += int64(len(b))
-	return w.written.Add(1), nil
-}
-
-// syncTo returns once every write up to seq is on stable storage. Callers
-// that arrive while a sync runs wait for it and usually find their write
-// covered (group commit).
-func (w *walFile) syncTo(seq uint64) error {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
-	if w.done || w.synced >= seq {
-		return nil
-	}
-	target := w.written.Load()
-	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("sync wal %s: %w", w.path, err)
-	}
-	w.synced = target
-	return nil
-}
-
-// close syncs and closes the file; with remove it also deletes it (its
-// records are in a segment, or retention dropped them).
-func (w *walFile) close(remove bool) error {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
-	if w.done {
-		return nil
-	}
-	w.done = true
-	var err error
-	if !remove {
-		err = w.f.Sync()
-	}
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	if remove {
-		if rerr := os.Remove(w.path); rerr != nil && err == nil {
-			err = rerr
+		return a.seq - b.seq
+	})
+	for _, w := range wals {
+		p := s.parts[w.start]
+		sealed := slices.ContainsFunc(p.segs, func(m segmentMeta) bool { return m.seq == w.seq })
+		if !sealed {
+			data, err := os.ReadFile(w.path)
+			if err != nil {
+				return err
+			}
+			h, recs, good, err := replayWAL(w.path, data)
+			if err != nil {
+				return err
+			}
+			if h.PartDur != s.dur || h.PartStart != w.start {
+				return fmt.Errorf("wal %s: partition %d/%d ms, store uses duration %d ms (PartitionDuration changed?)", w.path, h.PartStart, h.PartDur, s.dur)
+			}
+			if good < len(data) {
+				s.log.Warn("records: dropping torn tail of a version 1 WAL", "file", w.path, "offset", good, "bytes", len(data)-good)
+			}
+			p.head = &headGen{seq: w.seq, recs: recs}
+			for i := range recs {
+				s.observe(recs[i].Time)
+			}
+			if err := s.seal(p); err != nil {
+				return fmt.Errorf("migrate version 1 wal %s: %w", w.path, err)
+			}
+			s.log.Info("records: sealed a version 1 WAL into a segment", "file", w.path, "records", len(recs))
 		}
-	}
-	if err != nil {
-		return fmt.Errorf("close wal %s: %w", w.path, err)
+		if err := os.Remove(w.path); err != nil {
+			return fmt.Errorf("migrate version 1 wal: %w", err)
+		}
 	}
 	return nil
 }
