@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/prometheus/util/notifications"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
+	"github.com/tailroot/tailroot/internal/tenant"
 	"github.com/tailroot/tailroot/query"
 	remotequery "github.com/tailroot/tailroot/query/remote"
 	"github.com/tailroot/tailroot/tsdb"
@@ -94,6 +95,9 @@ type Options struct {
 	// answers 503 with it. Ready fails while writes are refused, Healthy
 	// while nothing can be served. Nil means always.
 	Ready, Healthy func() error
+	// Tenancy, when set, requires a tenant on every request and confines
+	// each to its tenant (tenancy.go); nil means tenancy off.
+	Tenancy *tenant.Resolver
 }
 
 // noOrigin matches no Origin header: CORS off.
@@ -103,6 +107,7 @@ var noOrigin = regexp.MustCompile(`^\b$`)
 type Server struct {
 	router *mux.Router
 	db     *tsdb.DB
+	names  storage.Queryable // what /api/v1/metadata lists families from
 	start  time.Time
 	opts   Options
 	logger *slog.Logger
@@ -162,11 +167,25 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if opts.Targets != nil {
 		targets = opts.Targets
 	}
+	var (
+		q     storage.SampleAndChunkQueryable = db
+		eq    storage.ExemplarQueryable       = db
+		admin v1.TSDBAdminStats               = db
+	)
+	s.names = db
+	if opts.Tenancy != nil {
+		q, eq, admin = tenantStores(db)
+		s.names = q
+		rulesRetriever = noScrape{}
+		if opts.Queryable != nil {
+			opts.Queryable = tsdb.TenantQueryable(opts.Queryable)
+		}
+	}
 	var qe promql.QueryEngine = engine
 	if opts.Queryable != nil {
 		qe = queryableEngine{QueryEngine: engine, q: opts.Queryable}
 	}
-	promAPI := v1.NewAPI(qe, db, db, db,
+	promAPI := v1.NewAPI(qe, q, db, eq,
 		func(context.Context) v1.ScrapePoolsRetriever { return targets },
 		func(context.Context) v1.TargetRetriever { return targets },
 		func(context.Context) v1.AlertmanagerRetriever { return amRetriever },
@@ -174,7 +193,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		opts.Flags,
 		v1.GlobalURLOptions{ListenAddress: opts.ListenAddress, Host: opts.ListenAddress, Scheme: "http"},
 		func(f http.HandlerFunc) http.HandlerFunc { return f },
-		db,
+		admin,
 		db.Dir(),
 		opts.EnableAdmin,
 		false, 0,
@@ -275,6 +294,9 @@ func (s *Server) Handler() http.Handler {
 		// The options above are constants; an error is a programming bug.
 		panic("BUG: gzip wrapper: " + err.Error())
 	}
+	if s.opts.Tenancy != nil {
+		return gz(tenancy(s.opts.Tenancy, s.router))
+	}
 	return gz(s.router)
 }
 
@@ -349,7 +371,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 
 // metricNames lists every __name__ the TSDB holds.
 func (s *Server) metricNames(ctx context.Context) (map[string]struct{}, error) {
-	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	q, err := s.names.Querier(math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}

@@ -360,7 +360,9 @@ func (p *Records) ServeQuery(w http.ResponseWriter, r *http.Request) {
 	if len(sets) == 1 {
 		pushDown = sets[0]
 	}
-	it := p.store.Select(r.Context(), mint, maxt, pushDown...)
+	// TenantSource confines the selection to the request's tenant
+	// (tenancy on) and reads the store unchanged otherwise.
+	it := records.TenantSource(p.store).Select(r.Context(), mint, maxt, pushDown...)
 	defer it.Close()
 	next := func() (records.Record, bool) {
 		for it.Next() {
