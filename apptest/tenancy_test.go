@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -368,6 +370,30 @@ func TestTenancy(t *testing.T) {
 		}
 		if b := bob.mustGet(t, "/api/v1/query", url.Values{"query": {`tq_metric`}, "time": {unix(now)}}); !strings.Contains(string(b), `"result":[]`) {
 			t.Errorf("B's own series survived its delete: %s", b)
+		}
+	})
+
+	t.Run("import", func(t *testing.T) {
+		dir := t.TempDir()
+		file, pw := dir+"/a.ndjson", dir+"/pw"
+		line := fmt.Sprintf(`{"request_id":"secreta-imported","labels":{"model_name":"secreta-imported-model"},"arrival":%.3f,"finished":%.3f}`+"\n",
+			float64(ts.UnixMilli())/1000, float64(ts.UnixMilli())/1000+0.5)
+		if err := os.WriteFile(file, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pw, []byte("alice-pw\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(Binary(t), "import", "--server", app.URL, "--tenant", "A",
+			"--basic-auth.username", "alice", "--basic-auth.password-file", pw, "--progress", "never", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("import: %v\n%s", err, out)
+		}
+		if b := alice.mustGet(t, "/api/v1/requests", with("match[]", `{model_name="secreta-imported-model"}`)); !strings.Contains(string(b), "secreta-imported") {
+			t.Errorf("A does not see its import: %s", b)
+		}
+		if b := bob.mustGet(t, "/api/v1/requests", window); strings.Contains(string(b), "secreta") {
+			t.Errorf("B sees A's import: %s", b)
 		}
 	})
 }
