@@ -40,4 +40,12 @@
 // time (derive_stamp.go), and every derived series starts with a zero
 // sample, so increase(…[w] anchored) over them counts exactly the requests
 // that ended in the window.
+//
+// Tenancy (docs/tenancy.md): when a request's context carries a tenant
+// (internal/tenant), its series are appended through tsdb.TenantAppendable
+// (cmd/tailroot wires it), its request records get the tenant label in
+// Records.Append, replacing any client value, and count against its
+// records/s limit; GET /api/v1/requests reads through
+// records.TenantSource. A per-tenant limit answers 429 with Retry-After
+// (tenant.LimitError), and nothing of the request is stored.
 package ingest

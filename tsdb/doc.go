@@ -27,4 +27,11 @@
 // been closed and reopened on a fresh segment; a failed commit leaves
 // nothing behind. Options.MinFreeBytes refuses writes before the disk is
 // full. guard.go explains why a reopen and not a retry.
+//
+// Tenancy (tenantstore.go, docs/tenancy.md): TenantAppendable stamps the
+// tenant label of each appender's context and enforces the tenant's series
+// and samples/s limits; TenantQueryable, TenantSampleAndChunkQueryable and
+// TenantExemplarQueryable add the tenant matcher to every selection and
+// strip the label from what they return, and fail closed (ErrNoTenant)
+// on a context without a tenant.
 package tsdb

@@ -28,4 +28,8 @@
 //
 // The byte layout of WAL and segment files is specified in
 // docs/format/records.md.
+//
+// TenantSource (tenant.go) confines Select and SelectColumns to the tenant
+// of the context: the tenant's matchers added, its label stripped from the
+// records and label sets returned.
 package records
