@@ -28,9 +28,10 @@ type pendingSync struct {
 // The batch is validated first and refused whole if any record is invalid
 // (ErrInvalidRecord), falls in a partition already removed by retention
 // (ErrOutOfRetention), or encodes to more than Options.MaxSegmentBytes.
-// After a write or sync error some records of the batch may have been
-// stored; a sync error also fails every later Append, because the state of
-// the file is then unknown.
+// A write error stores nothing of the batch: partitions written before the
+// failing one are cut back. After a sync error some records of the batch
+// may have been stored, and every later Append fails, because the state of
+// the file is then unknown (Recover reloads it).
 func (s *Store) Append(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -121,22 +122,36 @@ func (s *Store) appendLocked(recs []Record, parts []pendingPart) ([]pendingSync,
 	}
 	var syncs []pendingSync
 	var sealErrs []error
+	// A batch spanning partitions is written one partition at a time; if
+	// a later write fails, the earlier ones are cut off again (WAL and
+	// head), so a refused batch leaves nothing behind. Sealing waits until
+	// every partition is written, for the same reason.
+	var undo []partUndo
+	var full []*partition
+	fail := func(err error) ([]pendingSync, error) {
+		if uerr := s.undoLocked(undo); uerr != nil && s.failed == nil {
+			s.failed = uerr
+		}
+		return nil, fmt.Errorf("append: %w", err)
+	}
 	for _, pp := range parts {
 		p := s.partition(pp.start)
 		if p.head == nil {
 			name := fileName(p.start, p.nextSeq, "wal")
 			w, err := createWAL(s.opts.Dir, name, walHeader{PartStart: p.start, PartDur: s.dur})
 			if err != nil {
-				return nil, fmt.Errorf("append: %w", err)
+				return fail(err)
 			}
 			p.head = &headGen{seq: p.nextSeq, wal: w}
 			p.nextSeq++
 		}
 		h := p.head
+		before := partUndo{h: h, size: h.wal.size, n: len(h.recs)}
 		seq, err := h.wal.write(pp.entries)
 		if err != nil {
-			return nil, fmt.Errorf("append: %w", err)
+			return fail(err)
 		}
+		undo = append(undo, before)
 		for _, i := range pp.idx {
 			h.recs = append(h.recs, recs[i].clone())
 			s.observe(recs[i].Time)
@@ -150,11 +165,14 @@ func (s *Store) appendLocked(recs []Record, parts []pendingPart) ([]pendingSync,
 			syncs = append(syncs, pendingSync{h.wal, seq})
 		}
 		if h.wal.size >= s.opts.MaxSegmentBytes {
-			// Sealing fsyncs the segment, which covers this write too:
-			// syncTo on the closed WAL returns at once.
-			if err := s.seal(p); err != nil {
-				sealErrs = append(sealErrs, err)
-			}
+			full = append(full, p)
+		}
+	}
+	for _, p := range full {
+		// Sealing fsyncs the segment, which covers this write too: syncTo
+		// on the closed WAL returns at once.
+		if err := s.seal(p); err != nil {
+			sealErrs = append(sealErrs, err)
 		}
 	}
 	if cut := s.cutIndex(); cut > s.lastCut {
@@ -169,4 +187,33 @@ func (s *Store) appendLocked(recs []Record, parts []pendingPart) ([]pendingSync,
 		s.log.Error("records: seal", "err", err)
 	}
 	return syncs, nil
+}
+
+// partUndo is where one partition's head stood before a batch wrote to it.
+type partUndo struct {
+	h    *headGen
+	size int64
+	n    int
+}
+
+// undoLocked cuts the heads in u back to where they stood: the WAL files
+// truncated (and synced, so a crash cannot bring the records back) and
+// the records dropped from memory. An error means the files' state is
+// unknown; the caller fails the store.
+func (s *Store) undoLocked(u []partUndo) error {
+	var errs []error
+	for i := len(u) - 1; i >= 0; i-- {
+		h := u[i].h
+		clear(h.recs[u[i].n:])
+		h.recs = h.recs[:u[i].n]
+		if err := h.wal.f.Truncate(u[i].size); err != nil {
+			errs = append(errs, fmt.Errorf("truncate wal %s back: %w", h.wal.path, err))
+			continue
+		}
+		h.wal.size = u[i].size
+		if err := h.wal.f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("sync wal %s after truncating: %w", h.wal.path, err))
+		}
+	}
+	return errors.Join(errs...)
 }
