@@ -18,7 +18,9 @@
 // the sidecar reads. Metric
 // metadata is not acknowledged data: the store keeps the newest entry per
 // family, bounded, written every 10 s and at Close (metadata.go says what
-// a crash can lose).
+// a crash can lose); while it cannot be written, writes that carry
+// metadata fail with ErrUnavailable (503 with Retry-After) and Ready says
+// why, until a later flush succeeds.
 // After a failed
 // WAL (or out-of-order WBL) write no write is acknowledged that a restart
 // could lose: commits are serialised, the logs are cut back to the end of
