@@ -154,11 +154,14 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 		p.m.rejected.WithLabelValues("requests").Add(float64(res.RejectedCount))
 	}
 	if err := p.Append(r.Context(), "requests", items); err != nil {
-		code := storeStatus(w, err)
-		if errors.Is(err, records.ErrOutOfRetention) {
-			code = http.StatusBadRequest
+		code, typ := storeStatus(w, err), "internal"
+		switch {
+		case errors.Is(err, records.ErrOutOfRetention):
+			code, typ = http.StatusBadRequest, "bad_data"
+		case code == http.StatusTooManyRequests:
+			typ = "too_many_requests"
 		}
-		writeAPIError(w, code, "internal", fmt.Errorf("store requests: %w", err))
+		writeAPIError(w, code, typ, fmt.Errorf("store requests: %w", err))
 		return
 	}
 	res.Accepted = len(items)
