@@ -16,7 +16,7 @@ import (
 	"github.com/tailroot/tailroot/internal/tenant"
 )
 
-func openTenantDB(t *testing.T) *DB {
+func openTenantDB(t testing.TB) *DB {
 	t.Helper()
 	o := DefaultOptions()
 	o.Dir = t.TempDir()
