@@ -112,8 +112,7 @@ func writeLimitError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusTooManyRequests, "too_many_requests", err.Error())
 }
 
-// tenantAdmin confines delete_series to the tenant of its request; the
-// other admin calls pass through (snapshot is refused before it).
+// tenantAdmin confines delete_series to the tenant of its request.
 type tenantAdmin struct{ v1.TSDBAdminStats }
 
 func (a tenantAdmin) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error {
@@ -128,8 +127,19 @@ func (a tenantAdmin) Delete(ctx context.Context, mint, maxt int64, ms ...*labels
 	return a.TSDBAdminStats.Delete(ctx, mint, maxt, ms...)
 }
 
+// Stats, BlockMetas and Snapshot cover every tenant. The middleware
+// refuses their endpoints first; these refuse again should a route reach
+// them another way.
 func (tenantAdmin) Stats(string, int) (*ptsdb.Stats, error) {
 	return nil, errors.New("TSDB statistics are not served with tenancy on")
+}
+
+func (tenantAdmin) BlockMetas() ([]ptsdb.BlockMeta, error) {
+	return nil, errors.New("block statistics are not served with tenancy on")
+}
+
+func (tenantAdmin) Snapshot(string, bool) error {
+	return errors.New("snapshots are not served with tenancy on")
 }
 
 // tenantStores are the stores the Prometheus API reads with tenancy on.
