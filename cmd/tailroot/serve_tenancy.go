@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/prometheus/storage"
@@ -20,14 +21,14 @@ import (
 // tenancyConfig is multi-tenancy (docs/tenancy.md): off by default, when
 // nothing below changes what the server does.
 type tenancyConfig struct {
-	enabled            bool
-	header, label      string
-	configFile         string
-	resolver           *tenant.Resolver
-	evidenceMu         sync.Mutex
-	evidenceStores     map[string]*evidence.Store
-	evidenceBase       evidence.Options
-	evidenceClosedOnce bool
+	enabled        bool
+	header, label  string
+	configFile     string
+	resolver       *tenant.Resolver
+	evidenceMu     sync.Mutex
+	evidenceStores map[string]*evidence.Store
+	evidenceBase   evidence.Options
+	evidenceClosed bool
 }
 
 func addTenancyFlags(fs *flag.FlagSet, c *serveConfig) {
@@ -71,8 +72,8 @@ func (c *serveConfig) resolveTenancy() error {
 }
 
 func validLabelName(n string) error {
-	if n == "" || n == "__name__" {
-		return fmt.Errorf("label name %q is not allowed", n)
+	if n == "" || strings.HasPrefix(n, "__") {
+		return fmt.Errorf("label name %q is not allowed (names starting with __ are reserved)", n)
 	}
 	for i, r := range n {
 		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
@@ -112,7 +113,7 @@ func (t *tenancyConfig) columns(src tailfn.ColumnSource) tailfn.ColumnSource {
 func (t *tenancyConfig) evidenceStore(id string) (*evidence.Store, error) {
 	t.evidenceMu.Lock()
 	defer t.evidenceMu.Unlock()
-	if t.evidenceClosedOnce {
+	if t.evidenceClosed {
 		return nil, evidence.ErrClosed
 	}
 	if s, ok := t.evidenceStores[id]; ok {
@@ -131,7 +132,7 @@ func (t *tenancyConfig) evidenceStore(id string) (*evidence.Store, error) {
 	return s, nil
 }
 
-// evidenceStores gives the evidence handlers a store per tenant (nil with
+// tenantEvidence gives the evidence handlers a store per tenant (nil with
 // tenancy off); the returned function closes them.
 func (t *tenancyConfig) tenantEvidence(base evidence.Options) (func(string) (*evidence.Store, error), func() error) {
 	if !t.enabled {
@@ -141,7 +142,7 @@ func (t *tenancyConfig) tenantEvidence(base evidence.Options) (func(string) (*ev
 	return t.evidenceStore, func() error {
 		t.evidenceMu.Lock()
 		defer t.evidenceMu.Unlock()
-		t.evidenceClosedOnce = true
+		t.evidenceClosed = true
 		var errs []error
 		for _, s := range t.evidenceStores {
 			errs = append(errs, s.Close())
