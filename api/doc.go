@@ -38,4 +38,11 @@
 // queries across servers: it answers one round of the protocol of
 // docs/distributed-tails.md over this server's records, through the same
 // tailfn.LocalShard the querying server uses for its own.
+//
+// With Options.Tenancy (tenancy.go, docs/tenancy.md) every request but
+// the probes and /metrics resolves its tenant (401/400/403 otherwise) and
+// runs with it in its context; the Prometheus API reads through the
+// tenant-confined TSDB wrappers, and endpoints that cannot be confined
+// (TSDB status, snapshot) answer 403. Each tenant's evidence lives in its
+// own store (EvidenceOptions.TenantStore).
 package api

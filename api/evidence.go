@@ -18,6 +18,7 @@ import (
 
 	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/internal/inflight"
+	"github.com/tailroot/tailroot/internal/tenant"
 	"github.com/tailroot/tailroot/tsdb/evidence"
 )
 
@@ -45,6 +46,11 @@ type EvidenceOptions struct {
 	// Registerer receives tailroot_evidence_items_total{outcome}; nil
 	// registers nothing.
 	Registerer prometheus.Registerer
+	// TenantStore returns the store of a tenant (tenancy on: one store per
+	// tenant, so no query can reach another's items). A request whose
+	// context carries a tenant uses it; with it nil such a request is
+	// refused rather than served from the shared store.
+	TenantStore func(id string) (*evidence.Store, error)
 }
 
 // Evidence serves POST and GET /api/v1/evidence over an evidence store:
@@ -93,6 +99,19 @@ func (e *Evidence) Register(r *mux.Router) {
 	r.HandleFunc("/api/v1/evidence", e.query).Methods(http.MethodGet)
 }
 
+// storeFor is the store a request reads and writes: its tenant's with
+// tenancy on, the shared one otherwise.
+func (e *Evidence) storeFor(ctx context.Context) (*evidence.Store, error) {
+	t := tenant.FromContext(ctx)
+	if t == nil {
+		return e.store, nil
+	}
+	if e.opts.TenantStore == nil {
+		return nil, errors.New("evidence: no per-tenant store configured")
+	}
+	return e.opts.TenantStore(t.ID)
+}
+
 // maxErrorsShown bounds the item errors listed in one 400.
 const maxErrorsShown = 10
 
@@ -127,9 +146,14 @@ func (e *Evidence) push(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, "read evidence body: "+err.Error())
 		return
 	}
+	store, err := e.storeFor(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
 	now := e.opts.Now()
 	lim := e.opts.Limits
-	if ret := e.store.Retention(); ret > 0 {
+	if ret := store.Retention(); ret > 0 {
 		lim.MinTime = now.Add(-ret)
 	}
 	lim.MaxTime = now.Add(e.opts.MaxFuture)
@@ -138,7 +162,7 @@ func (e *Evidence) push(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusBadRequest, httpapi.ErrBadData, err.Error())
 		return
 	}
-	if err := e.store.Append(good); err != nil {
+	if err := store.Append(good); err != nil {
 		e.opts.Logger.Error("store evidence", "err", err)
 		httpapi.WriteError(w, http.StatusInternalServerError, httpapi.ErrInternal, err.Error())
 		return
@@ -179,7 +203,12 @@ func (e *Evidence) query(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteErr(w, err)
 		return
 	}
-	res, err := e.store.Select(q)
+	store, err := e.storeFor(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	res, err := store.Select(q)
 	if err != nil {
 		e.opts.Logger.Error("select evidence", "err", err)
 		httpapi.WriteError(w, http.StatusInternalServerError, httpapi.ErrInternal, err.Error())
@@ -237,12 +266,16 @@ func (e *Evidence) parseQuery(r *http.Request) (evidence.Query, error) {
 
 // WindowEvidence implements EvidenceSource: the slowest stacks and CUDA
 // timelines whose spans overlap [start, end], at most limit of each.
-func (e *Evidence) WindowEvidence(_ context.Context, start, end time.Time, limit int) (stacks, timelines []json.RawMessage, err error) {
+func (e *Evidence) WindowEvidence(ctx context.Context, start, end time.Time, limit int) (stacks, timelines []json.RawMessage, err error) {
+	store, err := e.storeFor(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, k := range []struct {
 		kind string
 		dst  *[]json.RawMessage
 	}{{evidence.KindStack, &stacks}, {evidence.KindCUDATimeline, &timelines}} {
-		res, err := e.store.Select(evidence.Query{Start: start, End: end, Kind: k.kind, Limit: limit, Slowest: true})
+		res, err := store.Select(evidence.Query{Start: start, End: end, Kind: k.kind, Limit: limit, Slowest: true})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -33,6 +33,7 @@ import (
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
 	"github.com/tailroot/tailroot/internal/httpapi"
+	"github.com/tailroot/tailroot/internal/tenant"
 	"github.com/tailroot/tailroot/query"
 	remotequery "github.com/tailroot/tailroot/query/remote"
 	"github.com/tailroot/tailroot/query/resultscache"
@@ -99,6 +100,9 @@ type Options struct {
 	// ResultsCache answers /api/v1/query_range from cached step-aligned
 	// extents (query/resultscache); nil evaluates every range query.
 	ResultsCache *resultscache.Cache
+	// Tenancy, when set, requires a tenant on every request and confines
+	// each to its tenant (tenancy.go); nil means tenancy off.
+	Tenancy *tenant.Resolver
 }
 
 // noOrigin matches no Origin header: CORS off.
@@ -108,6 +112,7 @@ var noOrigin = regexp.MustCompile(`^\b$`)
 type Server struct {
 	router *mux.Router
 	db     *tsdb.DB
+	names  storage.Queryable // what /api/v1/metadata lists families from
 	start  time.Time
 	opts   Options
 	logger *slog.Logger
@@ -175,12 +180,26 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 	if opts.Targets != nil {
 		targets = opts.Targets
 	}
+	var (
+		q     storage.SampleAndChunkQueryable = db
+		eq    storage.ExemplarQueryable       = db
+		admin v1.TSDBAdminStats               = db
+	)
+	s.names = db
+	if opts.Tenancy != nil {
+		q, eq, admin = tenantStores(db)
+		s.names = q
+		rulesRetriever = noScrape{}
+		if opts.Queryable != nil {
+			opts.Queryable = tsdb.TenantQueryable(opts.Queryable)
+		}
+	}
 	var qe promql.QueryEngine = engine
 	if opts.Queryable != nil {
 		qe = queryableEngine{QueryEngine: engine, q: opts.Queryable}
 	}
 	qe = opts.ResultsCache.Wrap(qe)
-	promAPI := v1.NewAPI(qe, db, db, db,
+	promAPI := v1.NewAPI(qe, q, db, eq,
 		func(context.Context) v1.ScrapePoolsRetriever { return targets },
 		func(context.Context) v1.TargetRetriever { return targets },
 		func(context.Context) v1.AlertmanagerRetriever { return amRetriever },
@@ -188,7 +207,7 @@ func New(db *tsdb.DB, engine *query.Engine, h Handlers, opts Options, logger *sl
 		opts.Flags,
 		v1.GlobalURLOptions{ListenAddress: opts.ListenAddress, Host: opts.ListenAddress, Scheme: "http"},
 		func(f http.HandlerFunc) http.HandlerFunc { return f },
-		db,
+		admin,
 		db.Dir(),
 		opts.EnableAdmin,
 		false, 0,
@@ -291,6 +310,9 @@ func (s *Server) Handler() http.Handler {
 		// The options above are constants; an error is a programming bug.
 		panic("BUG: gzip wrapper: " + err.Error())
 	}
+	if s.opts.Tenancy != nil {
+		return gz(tenancy(s.opts.Tenancy, s.router))
+	}
 	return gz(s.router)
 }
 
@@ -365,7 +387,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 
 // metricNames lists every __name__ the TSDB holds.
 func (s *Server) metricNames(ctx context.Context) (map[string]struct{}, error) {
-	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	q, err := s.names.Querier(math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}

@@ -45,4 +45,12 @@
 // token heat map too. The request-record endpoints answer in the
 // Prometheus envelope and read API times through internal/httpapi, as
 // api/ does (Unix seconds or RFC 3339, within Prometheus' range).
+//
+// Tenancy (docs/tenancy.md): when a request's context carries a tenant
+// (internal/tenant), its series are appended through tsdb.TenantAppendable
+// (cmd/tailroot wires it), its request records get the tenant label in
+// Records.Append, replacing any client value, and count against its
+// records/s limit; GET /api/v1/requests reads through
+// records.TenantSource. A per-tenant limit answers 429 with Retry-After
+// (tenant.LimitError), and nothing of the request is stored.
 package ingest

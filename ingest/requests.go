@@ -22,6 +22,7 @@ import (
 
 	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/internal/fsutil"
+	"github.com/tailroot/tailroot/internal/tenant"
 	"github.com/tailroot/tailroot/tsdb/records"
 )
 
@@ -521,6 +522,18 @@ func (p *Records) Append(ctx context.Context, source string, items []Item) error
 	for i := range items {
 		if err := p.CheckItem(&items[i]); err != nil {
 			return fmt.Errorf("append item %d: %w", i, err)
+		}
+	}
+	// With tenancy on, the records are the tenant's: its label replaces
+	// any value the client sent (after the checks, so the label a client
+	// cannot choose does not count against its label limits), and they
+	// count against its records/s limit.
+	if t := tenant.FromContext(ctx); t != nil {
+		if err := t.AllowRecords(len(items)); err != nil {
+			return err
+		}
+		for i := range items {
+			items[i].Record.Labels = t.Stamp(items[i].Record.Labels)
 		}
 	}
 	s := &submission{items: items, done: make(chan error, 1)}

@@ -141,11 +141,14 @@ func (p *Records) ServePush(w http.ResponseWriter, r *http.Request) {
 		p.m.rejected.WithLabelValues("requests").Add(float64(res.RejectedCount))
 	}
 	if err := p.Append(r.Context(), "requests", items); err != nil {
-		code := storeStatus(w, err)
-		if errors.Is(err, records.ErrOutOfRetention) {
-			code = http.StatusBadRequest
+		code, typ := storeStatus(w, err), "internal"
+		switch {
+		case errors.Is(err, records.ErrOutOfRetention):
+			code, typ = http.StatusBadRequest, "bad_data"
+		case code == http.StatusTooManyRequests:
+			typ = "too_many_requests"
 		}
-		writeAPIError(w, code, httpapi.ErrInternal, fmt.Errorf("store requests: %w", err))
+		writeAPIError(w, code, typ, fmt.Errorf("store requests: %w", err))
 		return
 	}
 	res.Accepted = len(items)
@@ -347,7 +350,9 @@ func (p *Records) ServeQuery(w http.ResponseWriter, r *http.Request) {
 	if len(sets) == 1 {
 		pushDown = sets[0]
 	}
-	it := p.store.Select(r.Context(), mint, maxt, pushDown...)
+	// TenantSource confines the selection to the request's tenant
+	// (tenancy on) and reads the store unchanged otherwise.
+	it := records.TenantSource(p.store).Select(r.Context(), mint, maxt, pushDown...)
 	defer it.Close()
 	next := func() (records.Record, bool) {
 		for it.Next() {

@@ -20,7 +20,9 @@
 // it computed from there on). Metric
 // metadata is not acknowledged data: the store keeps the newest entry per
 // family, bounded, written every 10 s and at Close (metadata.go says what
-// a crash can lose).
+// a crash can lose); while it cannot be written, writes that carry
+// metadata fail with ErrUnavailable (503 with Retry-After) and Ready says
+// why, until a later flush succeeds.
 // After a failed
 // WAL (or out-of-order WBL) write no write is acknowledged that a restart
 // could lose: commits are serialised, the logs are cut back to the end of
@@ -29,4 +31,11 @@
 // been closed and reopened on a fresh segment; a failed commit leaves
 // nothing behind. Options.MinFreeBytes refuses writes before the disk is
 // full. guard.go explains why a reopen and not a retry.
+//
+// Tenancy (tenantstore.go, docs/tenancy.md): TenantAppendable stamps the
+// tenant label of each appender's context and enforces the tenant's series
+// and samples/s limits; TenantQueryable, TenantSampleAndChunkQueryable and
+// TenantExemplarQueryable add the tenant matcher to every selection and
+// strip the label from what they return, and fail closed (ErrNoTenant)
+// on a context without a tenant.
 package tsdb

@@ -312,12 +312,20 @@ func (db *DB) checkFree() error {
 	return nil
 }
 
-// Ready returns nil when writes are accepted, or why not.
+// Ready returns nil when writes are accepted, or why not: the WAL guard
+// refuses them, or the metadata store could not be written (writes that
+// carry metadata get 503 until it can).
 func (db *DB) Ready() error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
-	return db.w.refused()
+	if err := db.w.refused(); err != nil {
+		return err
+	}
+	if db.Metadata != nil {
+		return db.Metadata.Ready()
+	}
+	return nil
 }
 
 // Healthy returns nil unless the TSDB is closed or could not be reopened

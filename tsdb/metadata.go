@@ -116,6 +116,14 @@ func (s *MetadataStore) Set(name string, m metadata.Metadata) error {
 	return s.flushErr
 }
 
+// Ready returns why the last write of the store failed, or nil: writes
+// that carry metadata are refused until a later flush succeeds.
+func (s *MetadataStore) Ready() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.flushErr
+}
+
 // Get returns the metadata of every family (or only metric when it is not
 // empty), at most limit families, in the /api/v1/metadata shape: a list
 // per family, here always its one, newest, entry, which is within every
@@ -193,7 +201,10 @@ func (s *MetadataStore) flush() error {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.dirty = true // try again at the next tick
-		s.flushErr = fmt.Errorf("write metadata: %w", err)
+		// Wrapping ErrUnavailable makes writers that carry metadata answer
+		// 503 with Retry-After, as for a failed WAL write: it clears by
+		// itself once a later flush succeeds.
+		s.flushErr = fmt.Errorf("%w: write metadata: %w", ErrUnavailable, err)
 		return s.flushErr
 	}
 	s.flushErr = nil

@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,5 +111,47 @@ func BenchmarkMetadataSetNewHelp(b *testing.B) {
 		if err := s.Set("f1", metadata.Metadata{Type: model.MetricTypeGauge, Help: fmt.Sprintf("help %d", i)}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestMetadataWriteFailureIsUnavailable makes the metadata file
+// unwritable (a directory sits where the new file is renamed to, which
+// stops root too): Set and Ready report ErrUnavailable, so writers answer
+// 503 with Retry-After and readiness is false, until a flush succeeds.
+func TestMetadataWriteFailureIsUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openMetadata(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	m := metadata.Metadata{Type: model.MetricTypeGauge, Help: "h"}
+	if err := s.Set("a", m); err != nil {
+		t.Fatal(err)
+	}
+	block := filepath.Join(dir, metadataFile)
+	if err := os.MkdirAll(filepath.Join(block, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.flush(); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("flush onto a directory: %v, want ErrUnavailable", err)
+	}
+	if err := s.Set("b", m); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Set after a failed flush: %v, want ErrUnavailable", err)
+	}
+	if err := s.Ready(); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Ready after a failed flush: %v", err)
+	}
+	if err := os.RemoveAll(block); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.flush(); err != nil {
+		t.Fatalf("flush once writable: %v", err)
+	}
+	if err := s.Ready(); err != nil {
+		t.Errorf("Ready after a good flush: %v", err)
+	}
+	if err := s.Set("c", m); err != nil {
+		t.Errorf("Set after a good flush: %v", err)
 	}
 }

@@ -44,6 +44,7 @@ func importCommand(args []string) error {
 	progress := fs.String("progress", "auto", "progress bar: auto (when stderr is a terminal), always or never")
 	dedup := fs.Bool("dedup", true, "skip records whose id the server already holds")
 	timeout := fs.Duration("timeout", 2*time.Minute, "HTTP timeout per request")
+	auth := addImportAuthFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: tailroot import [flags] FILE...")
 		fs.PrintDefaults()
@@ -70,6 +71,9 @@ func importCommand(args []string) error {
 	im := &importer{
 		server: strings.TrimRight(*server, "/"), batch: *batch, chunk: *chunk, dedup: *dedup,
 		client: &http.Client{Timeout: *timeout}, out: os.Stdout, bar: newProgressBar(os.Stderr, show),
+	}
+	if err := auth.apply(im.client); err != nil {
+		return err
 	}
 	var total int64
 	for _, path := range fs.Args() {

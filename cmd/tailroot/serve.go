@@ -78,6 +78,7 @@ type serveConfig struct {
 	peers                                peersConfig
 	parquet                              parquetConfig
 	resultsCache                         resultsCacheFlags
+	tenancy                              tenancyConfig
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -139,6 +140,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	c.parquet.registerFlags(fs)
 	addEngineFlags(fs, c)
 	c.resultsCache.register(fs)
+	addTenancyFlags(fs, c)
 	// Last: every duration flag registered above takes Prometheus' syntax.
 	promDurationFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -159,6 +161,9 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	c.records.SeriesLabels = splitList(c.seriesLabels)
 	c.otlp.PromoteResourceAttributes = splitList(c.promoteAttrs)
 	c.otlp.MaxBodyBytes = c.ingest.MaxBodyBytes
+	if err := c.resolveTenancy(); err != nil {
+		return nil, fs, err
+	}
 	return c, fs, nil
 }
 
@@ -250,6 +255,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	recordSource = c.tenancy.columns(recordSource)
 	defer c.parquet.stop()
 
 	if err := applyFeatures(c.features, &c.query, logger); err != nil {
@@ -281,9 +287,9 @@ func serve(args []string) error {
 	defer closeStores()
 
 	traces := ingest.NewTraces(recs, logger.With("component", "otlp"), reg)
-	otlpMetrics := ingest.NewOTLPMetrics(db, db.Metadata, c.otlp, logger.With("component", "otlp"), reg)
+	otlpMetrics := ingest.NewOTLPMetrics(c.tenancy.appendable(db), db.Metadata, c.otlp, logger.With("component", "otlp"), reg)
 
-	rw := ingest.NewRemoteWrite(db, db.Metadata, c.ingest, logger.With("component", "ingest"), reg)
+	rw := ingest.NewRemoteWrite(c.tenancy.appendable(db), db.Metadata, c.ingest, logger.With("component", "ingest"), reg)
 	var uploader api.ReportUploader
 	if c.reportS3.Endpoint != "" {
 		// Credentials come from the environment (AWS_ACCESS_KEY_ID, …), not
@@ -307,19 +313,26 @@ func serve(args []string) error {
 			logger.Error("close evidence store", "err", err)
 		}
 	}()
-	evAPI := api.NewEvidence(evStore, api.EvidenceOptions{Logger: logger.With("component", "evidence"), Registerer: reg})
-	attribution := api.NewAttribution(engine, global, api.RecordsWithEvidence(recordSource, evAPI), api.AttributionOptions{
+	tenantEvidence, closeTenantEvidence := c.tenancy.tenantEvidence(c.evidence)
+	defer func() {
+		if err := closeTenantEvidence(); err != nil {
+			logger.Error("close tenant evidence stores", "err", err)
+		}
+	}()
+	evAPI := api.NewEvidence(evStore, api.EvidenceOptions{Logger: logger.With("component", "evidence"), Registerer: reg, TenantStore: tenantEvidence})
+	apiGlobal := c.tenancy.queryable(global)
+	attribution := api.NewAttribution(engine, apiGlobal, api.RecordsWithEvidence(recordSource, evAPI), api.AttributionOptions{
 		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
 		Uploader: uploader,
 		Logger:   logger.With("component", "attribution"),
 	})
 	extra := func(r *mux.Router) {
 		recs.Register(r)
-		c.peers.register(r, recs.Store())
+		c.peers.register(r, c.tenancy.columns(recs.Store()))
 		evAPI.Register(r)
 		attribution.Register(r)
-		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, global, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
-		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, global)).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, apiGlobal, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, apiGlobal)).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
@@ -379,6 +392,7 @@ func serve(args []string) error {
 		Ready:         ready,
 		Healthy:       healthy,
 		ResultsCache:  resultsCache,
+		Tenancy:       c.tenancy.resolver,
 		Build: api.BuildInfo{
 			Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate,
 		},

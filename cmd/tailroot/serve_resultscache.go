@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"log/slog"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/prometheus/prometheus/config"
 
 	"github.com/tailroot/tailroot/internal/promcfg"
+	"github.com/tailroot/tailroot/internal/tenant"
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/remote"
 	"github.com/tailroot/tailroot/query/resultscache"
@@ -46,6 +48,14 @@ func (f *resultsCacheFlags) start(db *tsdb.DB, engine *query.Engine, global *rem
 	o.Registerer = reg
 	o.StartTime = db.StartTime
 	o.Bypass = func() bool { return !global.LocalOnly() }
+	// With tenancy on, one queryable answers every tenant from the request
+	// context, so the tenant is part of what a cached answer is for.
+	o.KeyFrom = func(ctx context.Context) string {
+		if t := tenant.FromContext(ctx); t != nil {
+			return t.Label + "=" + t.ID
+		}
+		return ""
+	}
 	c := resultscache.New(o)
 	db.SetWriteListener(c.Invalidate)
 	cfg.AddApplier(promcfg.Applier{Name: "results cache", Apply: func(*config.Config) error {

@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
+	"github.com/tailroot/tailroot/internal/tenant"
 	"github.com/tailroot/tailroot/query/remote/storepb"
 )
 
@@ -84,11 +86,21 @@ type storeAPIQuerier struct {
 }
 
 func (q *storeAPIQuerier) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if t := tenant.FromContext(ctx); t != nil {
+		// Thanos' tenancy reads the tenant of a StoreAPI call from this
+		// gRPC metadata key (Thanos Query's --query.tenant-header is
+		// forwarded as it). The selection itself is already confined by
+		// the tenant label matcher.
+		ctx = metadata.AppendToOutgoingContext(ctx, thanosTenantKey, t.ID)
+	}
 	if q.s.opts.Timeout > 0 {
 		return context.WithTimeout(ctx, q.s.opts.Timeout)
 	}
 	return context.WithCancel(ctx)
 }
+
+// thanosTenantKey is the gRPC metadata key of the tenant in Thanos.
+const thanosTenantKey = "thanos-tenant"
 
 func strategy(ctx context.Context) storepb.PartialResponseStrategy {
 	// The store's own partial response follows ours: without it, Thanos

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+
+	"github.com/tailroot/tailroot/internal/tenant"
 )
 
 // PeerShardPath is the endpoint a peer answers the protocol on.
@@ -86,6 +88,10 @@ func (p *PeerShard) stats(ctx context.Context, req *ShardRequest) (*ShardRespons
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
+	if t := tenant.FromContext(ctx); t != nil {
+		// The peer confines the round to the same tenant.
+		hr.Header.Set(t.Header, t.ID)
+	}
 	if gz {
 		hr.Header.Set("Content-Encoding", "gzip")
 	}

@@ -33,4 +33,8 @@
 // The byte layout of WAL records and segment files is specified in
 // docs/format/records.md; version 1 WAL files (one per partition generation)
 // are sealed into segments on first open (wal_v1.go).
+//
+// TenantSource (tenant.go) confines Select and SelectColumns to the tenant
+// of the context: the tenant's matchers added, its label stripped from the
+// records and label sets returned.
 package records
