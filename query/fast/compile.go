@@ -23,6 +23,13 @@ var ErrFallback = errors.New("fast: expression needs the upstream engine")
 // (Plan.Metrics) and send their next queries upstream directly.
 var ErrHistogram = fmt.Errorf("%w: native histogram sample", ErrFallback)
 
+// ErrForcedMonotonicity is the ErrFallback returned when histogram_quantile
+// had to force some step's buckets monotonic: upstream's annotation for that
+// reports a sample count that depends on how its evaluator merges
+// annotations (its Merge adds into the annotation it merges with), which
+// the API prints, so the upstream engine answers those queries.
+var ErrForcedMonotonicity = fmt.Errorf("%w: histogram_quantile forced monotonic buckets", ErrFallback)
+
 // node is one operator of a compiled plan. Each node streams its output
 // series, in upstream's order, to a sink.
 type node interface{ isNode() }

@@ -8,7 +8,7 @@
 // a storage.Queryable, and an instant or a range of steps. Out: the
 // promql.Matrix or promql.Vector the upstream engine would return, with the
 // same annotations that matter (possible non-counter, invalid quantile, bad
-// bucket label, forced monotonicity).
+// bucket label).
 //
 // Invariants:
 //   - Answers are bitwise identical to the upstream engine's. Every float is
@@ -23,7 +23,10 @@
 //     vector-vector operations; evaluation returns ErrFallback when it meets
 //     a native histogram sample (ErrHistogram), a start timestamp on a
 //     counter (stored only with the TSDB's start-timestamp storage on),
-//     series with __type__/__unit__ labels, a selection that changed between
+//     series with __type__/__unit__ labels, classic buckets histogram_quantile
+//     had to force monotonic (ErrForcedMonotonicity: upstream's annotation
+//     then reports a merge-dependent sample count the API prints), a
+//     selection that changed between
 //     the workers' reads, or a query whose upstream sample accounting could
 //     reach MaxSamples. The caller then runs the upstream engine, which
 //     stays the reference (a differential test over generated queries

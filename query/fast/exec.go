@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -87,6 +88,9 @@ type evaluator struct {
 
 	mu    sync.Mutex
 	annos annotations.Annotations
+	// forced is set when histogram_quantile had to force a step's buckets
+	// monotonic; the query is then handed back (ErrForcedMonotonicity).
+	forced atomic.Bool
 }
 
 func (ev *evaluator) addAnno(err error) {
@@ -169,7 +173,11 @@ func (ev *evaluator) runTop(p *Plan) (cols []*column, err error) {
 		}
 	}()
 	c := &collector{}
-	if err := ev.run(p.root, c); err != nil {
+	err = ev.run(p.root, c)
+	if err == nil && ev.forced.Load() {
+		err = ErrForcedMonotonicity
+	}
+	if err != nil {
 		if cerr := ev.checkContext(); cerr != nil && !errors.Is(err, ErrFallback) {
 			// Storage reports the context's end in its own words.
 			return nil, cerr

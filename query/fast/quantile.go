@@ -68,9 +68,10 @@ func (ev *evaluator) histogramQuantile(n *quantile, cols []*column) []*column {
 			if len(buckets) == 0 {
 				continue
 			}
-			q, forced, _, minBucket, maxBucket, maxDiff := promql.BucketQuantile(n.q, buckets)
+			q, forced, _, _, _, _ := promql.BucketQuantile(n.q, buckets)
 			if forced {
-				ev.addAnno(annotations.NewHistogramQuantileForcedMonotonicityInfo(g.name, n.argPos, ev.start+int64(i)*ev.interval, minBucket, maxBucket, maxDiff))
+				// Handed back at the end of the query: see evaluator.forced.
+				ev.forced.Store(true)
 			}
 			c.v[i], c.has[i] = q, true
 		}
