@@ -48,8 +48,9 @@ func DefaultClusterOptions() ClusterOptions {
 // Cluster is a RecordSource whose record functions tail_mean, tail_excess,
 // tail_euler, tail_heat, quantile_ci, quantile_diff_ci and tail_shapley run over the records
 // of this server and of its peers, exactly as over one server holding all
-// of them (docs/distributed-tails.md). Select and the other functions read
-// the local records only.
+// of them (docs/distributed-tails.md), as do Decompose and QuantileDiff,
+// for the attribution endpoints. Select and the other functions read the
+// local records only.
 type Cluster struct {
 	local  RecordSource
 	shards []Shard // shards[0] is the local one
