@@ -167,8 +167,11 @@ func TestClusterDecomposeMatchesOneStore(t *testing.T) {
 							what string
 							g, w float64
 						}{
-							{"diff", got.Interval.Estimate, want.Estimate}, {"lower", got.Interval.Lower, want.Lower},
-							{"upper", got.Interval.Upper, want.Upper}, {"a", got.A, attribution.Quantile(xa, p)}, {"b", got.B, attribution.Quantile(xb, p)},
+							{"diff", got.Interval.Estimate, want.Estimate},
+							{"lower", got.Interval.Lower, want.Lower},
+							{"upper", got.Interval.Upper, want.Upper},
+							{"a", got.A, attribution.Quantile(xa, p)},
+							{"b", got.B, attribution.Quantile(xb, p)},
 						} {
 							if !nearNaN(c.g, c.w, 1e-9) {
 								t.Errorf("%s: %s = %.17g, want %.17g", name, c.what, c.g, c.w)
