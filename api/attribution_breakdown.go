@@ -288,7 +288,7 @@ func (a *Attribution) abData(r *http.Request) (*abData, []string, error) {
 			return nil, nil, err
 		}
 		switch {
-		case errors.Is(err, tailfn.ErrNoRequestsAB):
+		case errors.Is(err, tailfn.ErrNoRequests):
 			return nil, nil, errNoRequests
 		case errors.Is(err, attribution.ErrInvalidMethod):
 			return nil, nil, httpapi.BadData("parameter ci_method: %v", err)

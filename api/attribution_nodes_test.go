@@ -210,6 +210,10 @@ var attributionQueries = func() []struct {
 	out = append(out,
 		q{"/api/v1/attribution/report", url.Values{"window": {"30m"}}},
 		q{"/api/v1/attribution/ab", with(win, "quantile", "0.5", "a", `{model_name="m"}`, "b", `{model_name="n"}`, "ci_method", "delta")},
+		// Empty windows: 422 alike.
+		q{"/api/v1/attribution/ab", with(win, "a", `{model_name="nope"}`, "b", `{model_name="n"}`)},
+		q{"/api/v1/attribution/breakdown", with(win, "selector", `{model_name="nope"}`, "method", "euler")},
+		q{"/api/v1/attribution/breakdown", url.Values{"start": {"1000"}, "end": {"2000"}, "method": {"shapley"}, "baseline_offset": {"1h"}}},
 	)
 	return out
 }()

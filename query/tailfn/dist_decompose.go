@@ -147,15 +147,11 @@ type QuantileDiff struct {
 	Warnings []string
 }
 
-// ErrNoRequestsAB is returned by Cluster.QuantileDiff when either window
-// holds no request on any node.
-var ErrNoRequestsAB = errors.New("no requests in window")
-
 // QuantileDiff is attribution.QuantileDiffCI(b, a, …) of field over the
 // cluster's nodes, as quantile_diff_ci computes it (the bootstrap and
 // Maritz–Jarrett from their rank spans up to ClusterOptions.MaxCIValues
 // values, else by the order statistic with a warning saying so). Errors:
-// ErrNoRequestsAB when a window is empty; attribution.ErrInvalidMethod
+// ErrNoRequests when a window holds no request on any node; attribution.ErrInvalidMethod
 // for a method refused at this p and n; ErrUnanswerable when the data
 // cannot answer; a peer that does not answer as for Decompose.
 func (c *Cluster) QuantileDiff(ctx context.Context, wa, wb Window, field string, p, level float64, opts attribution.CIOptions) (QuantileDiff, error) {
@@ -208,7 +204,7 @@ func (c *Cluster) QuantileDiff(ctx context.Context, wa, wb Window, field string,
 		return out, err
 	}
 	if empty {
-		return out, ErrNoRequestsAB
+		return out, noRequests("window")
 	}
 	if nodes.Partial() {
 		out.Warnings = append(out.Warnings, nodes.warning(fn))
