@@ -379,3 +379,54 @@ func TestAttributionPeerDown(t *testing.T) {
 		t.Errorf("partial_response=maybe: %d %v, want 400 naming the parameter", code, env["error"])
 	}
 }
+
+// FuzzAttributionParamsNodes is FuzzAttributionParams on a server with a
+// peer (over HTTP, holding model n's requests): every answer is a JSON
+// envelope with 200, 400 or 422, never a panic or a 5xx.
+func FuzzAttributionParamsNodes(f *testing.F) {
+	for _, s := range []string{
+		"selector=%7Bmodel_name%3D%22m%22%7D&end=300&quantile=0.8", "start=0&end=300&method=euler&view=heat",
+		"method=shapley&baseline_offset=1m&end=300", "view=tokens&start=0&end=300&local=true",
+		"a=%7Bmodel_name%3D%22m%22%7D&b=%7B%7D&start=0&end=300&ci_method=mj&quantile=0.5", "partial_response=1&start=0&end=300",
+		"metric=ttft&start=0&end=300", "local=yes", "partial_response=",
+	} {
+		f.Add(s)
+	}
+	local := attributionRecords(f)
+	var peerRecs []records.Record
+	it := local.Select(f.Context(), 0, 1<<40)
+	for it.Next() {
+		if r := it.At(); r.Labels.Get("model_name") == "n" {
+			r.RequestID = "peer-" + r.RequestID
+			peerRecs = append(peerRecs, r)
+		}
+	}
+	_ = it.Close()
+	peer := attributionServer(f, openRecords(f, peerRecs), nil)
+	p, err := tailfn.NewPeerShard(peer.URL, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := attributionServer(f, local, tailfn.NewCluster(local, []tailfn.Shard{p}, tailfn.DefaultClusterOptions(), tailfn.DefaultShardOptions()))
+	f.Fuzz(func(t *testing.T, q string) {
+		vals, err := url.ParseQuery(q)
+		if err != nil {
+			return
+		}
+		for _, path := range []string{"/api/v1/attribution/report", "/api/v1/attribution/breakdown", "/api/v1/attribution/ab"} {
+			resp, err := http.Get(srv.URL + path + "?" + vals.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var env map[string]any
+			derr := json.NewDecoder(resp.Body).Decode(&env)
+			resp.Body.Close()
+			if resp.StatusCode != 200 && resp.StatusCode != 400 && resp.StatusCode != 422 {
+				t.Fatalf("%s?%s: status %d: %v", path, q, resp.StatusCode, env)
+			}
+			if derr != nil {
+				t.Fatalf("%s?%s: body is not JSON: %v", path, q, derr)
+			}
+		}
+	})
+}
