@@ -16,9 +16,10 @@ import (
 )
 
 // decompose checks the request's method and metric (parameters), runs
-// tailfn.Decompose, and gives its errors their HTTP status: no requests
-// and a statistic that cannot answer are 422, a failure to load or
-// evaluate is 500.
+// tailfn.Decompose, or over the cluster Cluster.Decompose (parameters
+// local and partial_response), and gives its errors their HTTP status: no
+// requests and a statistic that cannot answer are 422, a peer that does
+// not answer 502, a failure to load or evaluate 500.
 func (a *Attribution) decompose(r *http.Request, req tailfn.DecomposeRequest) (tailfn.Decomposition, error) {
 	if !slices.Contains(tailfn.DecomposeMethods, req.Method) {
 		return tailfn.Decomposition{}, httpapi.BadData("parameter method=%q: want one of %s", req.Method, strings.Join(tailfn.DecomposeMethods, ", "))
