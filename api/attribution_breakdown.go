@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
-
 	"github.com/tailroot/tailroot/attribution"
 	"github.com/tailroot/tailroot/internal/httpapi"
 	"github.com/tailroot/tailroot/query/tailfn"
@@ -19,17 +16,31 @@ import (
 )
 
 // decompose checks the request's method and metric (parameters), runs
-// tailfn.Decompose, and gives its errors their HTTP status: no requests
-// and a statistic that cannot answer are 422, a failure to load or
-// evaluate is 500.
-func (a *Attribution) decompose(ctx context.Context, req tailfn.DecomposeRequest) (tailfn.Decomposition, error) {
+// tailfn.Decompose, or over the cluster Cluster.Decompose (parameters
+// local and partial_response), and gives its errors their HTTP status: no
+// requests and a statistic that cannot answer are 422, a peer that does
+// not answer 502, a failure to load or evaluate 500.
+func (a *Attribution) decompose(r *http.Request, req tailfn.DecomposeRequest) (tailfn.Decomposition, error) {
 	if !slices.Contains(tailfn.DecomposeMethods, req.Method) {
 		return tailfn.Decomposition{}, httpapi.BadData("parameter method=%q: want one of %s", req.Method, strings.Join(tailfn.DecomposeMethods, ", "))
 	}
 	if req.Metric != "e2e" && req.Metric != "ttft" {
 		return tailfn.Decomposition{}, httpapi.BadData("parameter metric=%q: want e2e or ttft", req.Metric)
 	}
-	d, err := tailfn.Decompose(ctx, a.src, a.fallback, req)
+	cl, ctx, err := a.nodesOf(r)
+	if err != nil {
+		return tailfn.Decomposition{}, err
+	}
+	var d tailfn.Decomposition
+	if cl != nil {
+		d, err = cl.Decompose(ctx, a.fallback, req)
+	} else {
+		d, err = tailfn.Decompose(ctx, a.src, a.fallback, req)
+		d.Nodes = a.localNodes()
+	}
+	if err := peerFailure(err); err != nil {
+		return d, err
+	}
 	if errors.Is(err, tailfn.ErrNoRequests) || errors.Is(err, tailfn.ErrUnanswerable) {
 		return d, httpapi.Unprocessable(err)
 	}
@@ -80,6 +91,7 @@ type breakdownData struct {
 	Stages          []breakdownStage `json:"stages"`
 	Heat            *heatData        `json:"heat,omitempty"`
 	Tokens          *tokensData      `json:"tokens,omitempty"`
+	Nodes           nodesData        `json:"nodes"`
 }
 
 type windowSeconds struct {
@@ -171,7 +183,7 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 	default:
 		return nil, nil, httpapi.BadData("parameter view=%q: want stages, heat or tokens", view)
 	}
-	d, err := a.decompose(r.Context(), req)
+	d, err := a.decompose(r, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -179,7 +191,7 @@ func (a *Attribution) breakdownData(r *http.Request) (*breakdownData, []string, 
 		Method: d.Breakdown.Method.String(), Kind: d.Breakdown.Kind.String(), Metric: req.Metric, Quantile: p,
 		QuantileSeconds: httpapi.Number(d.Breakdown.Quantile), TargetSeconds: httpapi.Number(d.Breakdown.Target), ResidualSeconds: httpapi.Number(d.Breakdown.Residual),
 		Window: windowSeconds{unixSeconds(start), unixSeconds(end)}, Requests: d.Requests,
-		Stages: stagesOf(d.Breakdown), Heat: heatOf(d.Heat),
+		Stages: stagesOf(d.Breakdown), Heat: heatOf(d.Heat), Nodes: nodesJSON(d.Nodes),
 	}
 	if tokens != nil {
 		out.Tokens = &tokensData{PositionEdges: tokens.PositionEdges, LatencyEdges: tailfn.TokenLatencyEdges, Counts: tokens.Counts}
@@ -205,60 +217,99 @@ type abData struct {
 	Metric    string         `json:"metric"`
 	ARequests int            `json:"a_requests"`
 	BRequests int            `json:"b_requests"`
+	Nodes     nodesData      `json:"nodes"`
 }
 
 // ab serves GET /api/v1/attribution/ab: P_p(b) − P_p(a) with its interval.
 func (a *Attribution) ab(w http.ResponseWriter, r *http.Request) {
-	data, err := a.abData(r)
+	data, warnings, err := a.abData(r)
 	if err != nil {
 		httpapi.WriteErr(w, err)
 		return
 	}
-	httpapi.WriteData(w, data)
+	httpapi.WriteData(w, data, warnings...)
 }
 
-func (a *Attribution) abData(r *http.Request) (*abData, error) {
+func (a *Attribution) abData(r *http.Request) (*abData, []string, error) {
 	ma, _, err := a.selectorParam(r, "a", true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mb, _, err := a.selectorParam(r, "b", true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := levelParam(r, "quantile", attribution.DefaultP)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	level, err := levelParam(r, "level", 0.95)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	method, err := tailfn.ParseCIMethod(or(r.FormValue("ci_method"), tailfn.DefaultCIMethod))
 	if err != nil {
-		return nil, httpapi.BadData("parameter ci_method: %v", err)
+		return nil, nil, httpapi.BadData("parameter ci_method: %v", err)
 	}
 	metric := or(r.FormValue("metric"), "e2e")
 	if metric != "e2e" && metric != "ttft" {
-		return nil, httpapi.BadData("parameter metric=%q: want e2e or ttft", metric)
+		return nil, nil, httpapi.BadData("parameter metric=%q: want e2e or ttft", metric)
 	}
 	start, err := httpapi.TimeParam(r, "start", time.Time{}, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	end, err := httpapi.TimeParam(r, "end", time.Time{}, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	values := func(ms []*labels.Matcher) ([]float64, error) {
-		win, err := window(ms, start, end)
-		if err != nil {
-			return nil, err
+	wa, err := window(ma, start, end)
+	if err != nil {
+		return nil, nil, err
+	}
+	wb, err := window(mb, start, end)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, ctx, err := a.nodesOf(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := attribution.CIOptions{Method: method, Seed: tailfn.BootstrapSeed}
+	var warnings []string
+	if cl != nil && metric == "ttft" {
+		// The protocol's ttft field keeps the records without a TTFT
+		// (0), which this endpoint leaves out: answered locally.
+		warnings = append(warnings, fmt.Sprintf("metric ttft is compared over this server's records only (1 of %d nodes)", len(cl.Shards())))
+		cl = nil
+	}
+	if cl != nil {
+		qd, err := cl.QuantileDiff(ctx, wa, wb, metric, p, level, opts)
+		if err := peerFailure(err); err != nil {
+			return nil, nil, err
 		}
+		switch {
+		case errors.Is(err, tailfn.ErrNoRequests):
+			return nil, nil, errNoRequests
+		case errors.Is(err, attribution.ErrInvalidMethod):
+			return nil, nil, httpapi.BadData("parameter ci_method: %v", err)
+		case errors.Is(err, tailfn.ErrUnanswerable):
+			return nil, nil, httpapi.Unprocessable(err)
+		case err != nil:
+			return nil, nil, err
+		}
+		iv := qd.Interval
+		return &abData{
+			Quantile: p, A: httpapi.Number(qd.A), B: httpapi.Number(qd.B),
+			Diff: httpapi.Number(iv.Estimate), Lower: httpapi.Number(iv.Lower), Upper: httpapi.Number(iv.Upper), Level: level,
+			Method: iv.Method.String(), Metric: metric, ARequests: qd.NA, BRequests: qd.NB, Nodes: nodesJSON(qd.Nodes),
+		}, append(warnings, qd.Warnings...), nil
+	}
+	values := func(win tailfn.Window) ([]float64, error) {
 		if a.src == nil {
 			return nil, nil
 		}
-		pop, err := tailfn.Load(r.Context(), a.src, win, nil)
+		pop, err := tailfn.Load(ctx, a.src, win, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -268,31 +319,31 @@ func (a *Attribution) abData(r *http.Request) (*abData, error) {
 		}
 		return x, nil
 	}
-	xa, err := values(ma)
+	xa, err := values(wa)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	xb, err := values(mb)
+	xb, err := values(wb)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(xa) == 0 || len(xb) == 0 {
-		return nil, errNoRequests
+		return nil, nil, errNoRequests
 	}
-	iv, err := attribution.QuantileDiffCI(xb, xa, p, level, attribution.CIOptions{Method: method, Seed: tailfn.BootstrapSeed})
+	iv, err := attribution.QuantileDiffCI(xb, xa, p, level, opts)
 	if errors.Is(err, attribution.ErrInvalidMethod) {
 		// A method below its nominal coverage at this p and n is refused,
 		// never answered: the error names method, p and n.
-		return nil, httpapi.BadData("parameter ci_method: %v", err)
+		return nil, nil, httpapi.BadData("parameter ci_method: %v", err)
 	}
 	if err != nil {
-		return nil, httpapi.Unprocessable(err)
+		return nil, nil, httpapi.Unprocessable(err)
 	}
 	return &abData{
 		Quantile: p, A: httpapi.Number(attribution.Quantile(xa, p)), B: httpapi.Number(attribution.Quantile(xb, p)),
 		Diff: httpapi.Number(iv.Estimate), Lower: httpapi.Number(iv.Lower), Upper: httpapi.Number(iv.Upper), Level: level,
-		Method: iv.Method.String(), Metric: metric, ARequests: len(xa), BRequests: len(xb),
-	}, nil
+		Method: iv.Method.String(), Metric: metric, ARequests: len(xa), BRequests: len(xb), Nodes: nodesJSON(a.localNodes()),
+	}, warnings, nil
 }
 
 func or(s, def string) string {

@@ -17,6 +17,7 @@ func FuzzAttributionParams(f *testing.F) {
 		"quantile=1.5", "window=-1m", "start=10&end=5", "method=shapley&baseline_offset=1h&end=300",
 		"view=tokens&start=0&end=300", "a=%7B%7D&b=%7B%7D&start=0&end=300&ci_method=delta",
 		"selector=%7B", "end=NaN", "metric=ttft&start=0&end=300&method=euler",
+		"local=true&partial_response=maybe&start=0&end=300", "partial_response=true&local=1&a=%7B%7D&b=%7B%7D&start=0&end=300",
 	} {
 		f.Add(s)
 	}

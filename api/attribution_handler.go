@@ -46,6 +46,10 @@ type AttributionOptions struct {
 	Now func() time.Time
 	// Logger receives upload failures; nil discards.
 	Logger *slog.Logger
+	// Cluster, when set, answers /breakdown, /report and /ab over the
+	// records of this server and its peers (attribution_nodes.go); nil
+	// reads the local records only.
+	Cluster *tailfn.Cluster
 }
 
 // Attribution serves /api/v1/attribution/{report,breakdown,ab}: tail

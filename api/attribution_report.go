@@ -71,6 +71,10 @@ type Report struct {
 	} `json:"reproducibility"`
 	Warnings []string    `json:"warnings"`
 	Upload   *UploadInfo `json:"upload,omitempty"`
+	// Nodes says which nodes the request counts, breakdown and heat
+	// table cover; the label summaries (prompt_hash, inference_runtime)
+	// read this server's records only.
+	Nodes nodesData `json:"nodes"`
 }
 
 // ReportEvidenceLimit is the most stacks, and the most CUDA timelines, a
@@ -277,7 +281,7 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 			return nil, err
 		}
 	}
-	d, err := a.decompose(r.Context(), req)
+	d, err := a.decompose(r, req)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +325,7 @@ func (a *Attribution) buildReport(r *http.Request) (*Report, error) {
 	rep.Reproducibility.KernelVersion = a.opts.KernelVersion()
 	rep.Reproducibility.InferenceRuntime = a.runtimes(r.Context(), seen, win)
 	rep.Warnings = append([]string{}, d.Warnings...)
+	rep.Nodes = nodesJSON(d.Nodes)
 	a.kernelFactors(r.Context(), rep, start, end)
 	return rep, nil
 }

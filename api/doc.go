@@ -37,7 +37,11 @@
 // RecordsShard (POST /api/v1/records/shard) is the node side of exact tail
 // queries across servers: it answers one round of the protocol of
 // docs/distributed-tails.md over this server's records, through the same
-// tailfn.LocalShard the querying server uses for its own.
+// tailfn.LocalShard the querying server uses for its own. With
+// AttributionOptions.Cluster set, /breakdown, /report and /ab answer over
+// the cluster (tailfn.Cluster.Decompose, Cluster.QuantileDiff): "nodes" in
+// every answer, local=true for this server alone, partial_response to
+// leave out a peer that does not answer (else 502 "unavailable" naming it).
 //
 // With Options.Tenancy (tenancy.go, docs/tenancy.md) every request but
 // the probes and /metrics resolves its tenant (401/400/403 otherwise) and

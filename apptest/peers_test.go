@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -182,6 +183,7 @@ func TestPeersExactTails(t *testing.T) {
 					t.Errorf("%s: one server %d %q, cluster %d %q; want the same refusal naming p and n", q, wcode, wr.Error, gcode, gr.Error)
 				}
 			}
+			compareAttribution(t, all, a, ts, span, half)
 			if skewed {
 				return
 			}
@@ -208,6 +210,148 @@ func TestPeersExactTails(t *testing.T) {
 			if _, r, code := queryRows(t, a, q, ts, url.Values{"partial_response": {"maybe"}}); code != http.StatusBadRequest {
 				t.Errorf("partial_response=maybe: %d %+v, want 400", code, r)
 			}
+
+			// The attribution endpoints fail alike, and answer alike.
+			bq := url.Values{"start": {strconv.FormatInt(ts.Add(-span).Unix(), 10)}, "end": {strconv.FormatInt(ts.Unix(), 10)}}
+			code, body := a.Get(t, "/api/v1/attribution/breakdown", bq)
+			if code != http.StatusBadGateway || !strings.Contains(string(body), c.URL) || !strings.Contains(string(body), "partial_response=true") {
+				t.Errorf("breakdown, peer down: %d %s, want 502 naming %s", code, body, c.URL)
+			}
+			bq.Set("partial_response", "true")
+			code, body = a.Get(t, "/api/v1/attribution/breakdown", bq)
+			var br struct {
+				Data struct {
+					Requests int `json:"requests"`
+					Nodes    struct {
+						Answered, Of int
+						Partial      bool
+					} `json:"nodes"`
+				} `json:"data"`
+				Warnings []string `json:"warnings"`
+			}
+			if err := json.Unmarshal(body, &br); err != nil || code != http.StatusOK {
+				t.Fatalf("breakdown, partial: %d %s", code, body)
+			}
+			if n := br.Data.Nodes; n.Answered != 2 || n.Of != 3 || !n.Partial || br.Data.Requests != len(parts[0])+len(parts[1]) {
+				t.Errorf("breakdown, partial: nodes %+v, %d requests; want 2 of 3 and the live nodes' %d", n, br.Data.Requests, len(parts[0])+len(parts[1]))
+			}
+			if !slices.ContainsFunc(br.Warnings, func(s string) bool { return strings.Contains(s, c.URL) }) {
+				t.Errorf("breakdown, partial: warnings %q, want %s named", br.Warnings, c.URL)
+			}
 		})
+	}
+}
+
+// compareAttribution requires /api/v1/attribution/breakdown (every
+// method, the heat view), /ab and the report of `tailroot attribute
+// --server` on the querying server a to equal those of the server holding
+// every record, to 1e-9, and to cover 3 of 3 nodes.
+func compareAttribution(t *testing.T, all, a *App, ts time.Time, span, half time.Duration) {
+	t.Helper()
+	end := strconv.FormatInt(ts.Unix(), 10)
+	win := url.Values{"start": {strconv.FormatInt(ts.Add(-span).Unix(), 10)}, "end": {end}}
+	with := func(kv ...string) url.Values {
+		v := url.Values{}
+		for k, x := range win {
+			v[k] = x
+		}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	type call struct {
+		path   string
+		params url.Values
+	}
+	var calls []call
+	for _, p := range []string{"0.5", "0.99"} {
+		for _, m := range []string{"auto", "euler", "excess"} {
+			calls = append(calls, call{"/api/v1/attribution/breakdown", with("quantile", p, "method", m)})
+		}
+		calls = append(calls,
+			call{"/api/v1/attribution/breakdown", url.Values{"start": {strconv.FormatInt(ts.Add(-half).Unix(), 10)}, "end": {end}, "quantile": {p}, "method": {"shapley"}, "baseline_offset": {fmt.Sprintf("%ds", int(half.Seconds()))}}},
+			call{"/api/v1/attribution/ab", with("quantile", p, "a", `{instance="vllm-1"}`, "b", `{instance!="vllm-1"}`)})
+	}
+	calls = append(calls, call{"/api/v1/attribution/breakdown", with("view", "heat", "quantile", "0.9")})
+	decode := func(app *App, c call) map[string]any {
+		t.Helper()
+		code, body := app.Get(t, c.path, c.params)
+		var env map[string]any
+		if err := json.Unmarshal(body, &env); err != nil || code != http.StatusOK {
+			t.Fatalf("%s %v on %s: %d %s", c.path, c.params, app.URL, code, body)
+		}
+		return env["data"].(map[string]any)
+	}
+	for _, c := range calls {
+		want, got := decode(all, c), decode(a, c)
+		if bad := jsonDiff("data", want, got); len(bad) > 0 {
+			t.Errorf("%s %v:\n%s", c.path, c.params, strings.Join(bad, "\n"))
+		}
+		if n, _ := got["nodes"].(map[string]any); n["answered"] != 3.0 || n["of"] != 3.0 {
+			t.Errorf("%s %v: nodes %v, want 3 of 3", c.path, c.params, got["nodes"])
+		}
+	}
+	// tailroot attribute against the querying server.
+	report := func(app *App) map[string]any {
+		t.Helper()
+		out, err := exec.Command(Binary(t), "attribute", "--server", app.URL, "--json", "--window", fmt.Sprintf("%ds", int(span.Seconds())), "--end", end, "--method", "tail-mean").CombinedOutput()
+		if err != nil {
+			t.Fatalf("tailroot attribute --server %s: %v\n%s", app.URL, err, out)
+		}
+		var rep map[string]any
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("tailroot attribute: %v\n%s", err, out)
+		}
+		return rep
+	}
+	want, got := report(all), report(a)
+	if bad := jsonDiff("report", want, got); len(bad) > 0 {
+		t.Errorf("tailroot attribute --server: reports differ:\n%s", strings.Join(bad, "\n"))
+	}
+	if n, _ := got["nodes"].(map[string]any); n["answered"] != 3.0 || n["of"] != 3.0 {
+		t.Errorf("tailroot attribute: nodes %v, want 3 of 3", got["nodes"])
+	}
+}
+
+// jsonDiff lists where got differs from want: numbers to 1e-9 relative,
+// everything else exactly, leaving out what may differ between one
+// server and several (nodes, warnings, when and where generated, the label
+// summaries read locally).
+func jsonDiff(path string, want, got any) []string {
+	skip := []string{"nodes", "warnings", "generated_at", "reproducibility", "prompt_hash"}
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: %v, want an object", path, got)}
+		}
+		var bad []string
+		for k, wv := range w {
+			if !slices.Contains(skip, k) {
+				bad = append(bad, jsonDiff(path+"."+k, wv, g[k])...)
+			}
+		}
+		return bad
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
+		}
+		var bad []string
+		for i := range w {
+			bad = append(bad, jsonDiff(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+		return bad
+	case float64:
+		if g, ok := got.(float64); !ok || math.Abs(g-w) > 1e-9*math.Max(1, math.Abs(w)) {
+			return []string{fmt.Sprintf("%s = %v, want %.17g", path, got, w)}
+		}
+		return nil
+	default:
+		if fmt.Sprint(want) != fmt.Sprint(got) {
+			return []string{fmt.Sprintf("%s = %v, want %v", path, got, want)}
+		}
+		return nil
 	}
 }

@@ -33,6 +33,8 @@ func runAttribute(out io.Writer, args []string) error {
 	baseline := fs.String("baseline-offset", "", "shapley: compare with the same window this long before (e.g. 1d)")
 	prompt := fs.String("prompt-template", "", "prompt template text; its sha256 becomes the report's prompt_hash")
 	upload := fs.Bool("upload", false, "ask the server to store the report in its bucket")
+	local := fs.Bool("local", false, "the server's own records only, not those of its peers (--records.peer)")
+	partial := fs.Bool("partial-response", false, "when a peer of the server does not answer, report over the other nodes (with a warning) instead of failing")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
 	timeout := fs.Duration("timeout", 2*time.Minute, "HTTP timeout")
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +60,12 @@ func runAttribute(out io.Writer, args []string) error {
 	}
 	if *upload {
 		q.Set("upload", "true")
+	}
+	if *local {
+		q.Set("local", "true")
+	}
+	if *partial {
+		q.Set("partial_response", "true")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -133,6 +141,10 @@ type cliReport struct {
 	} `json:"heat_table"`
 	Warnings []string              `json:"warnings"`
 	Upload   *struct{ URL string } `json:"upload"`
+	Nodes    struct {
+		Answered, Of int
+		LeftOut      []string `json:"left_out"`
+	} `json:"nodes"`
 }
 
 var targetText = map[string]string{
@@ -152,6 +164,13 @@ func ms(v *float64) string {
 func printReport(out io.Writer, r *cliReport) error {
 	pct := fmt.Sprintf("%g", r.Quantile*100)
 	fmt.Fprintf(out, "%s %s, window %s (%gs ending %s), %d requests\n", r.Metric, r.Selector, r.Window.Start, r.Window.Seconds, r.Window.End, r.Requests.Total)
+	if r.Nodes.Of > 1 {
+		fmt.Fprintf(out, "records of %d of %d tailroot servers", r.Nodes.Answered, r.Nodes.Of)
+		if len(r.Nodes.LeftOut) > 0 {
+			fmt.Fprintf(out, " (left out: %s)", strings.Join(r.Nodes.LeftOut, "; "))
+		}
+		fmt.Fprintln(out)
+	}
 	fmt.Fprintf(out, "method %s (%s); P%s = %s ms\n", r.Method, r.Kind, pct, ms(r.QuantileMs))
 	if t, ok := targetText[r.Target]; ok {
 		fmt.Fprintf(out, "stages add up to "+strings.ReplaceAll(t, "%s", pct)+" = %s ms\n", ms(r.TargetMs))

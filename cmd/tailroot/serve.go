@@ -325,6 +325,7 @@ func serve(args []string) error {
 		Build:    api.BuildInfo{Version: version, Revision: revision, Branch: branch, BuildUser: buildUser, BuildDate: buildDate},
 		Uploader: uploader,
 		Logger:   logger.With("component", "attribution"),
+		Cluster:  clusterOf(recordSrc),
 	})
 	extra := func(r *mux.Router) {
 		recs.Register(r)

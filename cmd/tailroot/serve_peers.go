@@ -100,6 +100,13 @@ func (c *peersConfig) source(local tailfn.ColumnSource, reg prometheus.Registere
 	return tailfn.NewCluster(local, peers, opts, tailfn.DefaultShardOptions()), nil
 }
 
+// clusterOf is the cluster the attribution endpoints answer over: src
+// when source made one (the server has peers), else nil (local records).
+func clusterOf(src tailfn.RecordSource) *tailfn.Cluster {
+	cl, _ := src.(*tailfn.Cluster)
+	return cl
+}
+
 // register mounts the endpoint peers call; every server answers it, so
 // any server can be named as a peer.
 func (c *peersConfig) register(r *mux.Router, local tailfn.RecordSource) {

@@ -86,6 +86,9 @@ type Decomposition struct {
 	// set to 0.
 	Clamped  int
 	Warnings []string
+	// Nodes is the nodes the answer covers, from Cluster.Decompose; zero
+	// from Decompose (this server alone).
+	Nodes Nodes
 }
 
 // Decompose is the breakdown of the attribution endpoints: from the

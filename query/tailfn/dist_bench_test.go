@@ -156,3 +156,83 @@ func BenchmarkDistributedBytes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDistributedAttributionBytes is BenchmarkDistributedBytes for
+// the attribution endpoints' entry points (Cluster.Decompose with the heat
+// table, Cluster.QuantileDiff): the body bytes exchanged with two HTTP
+// peers per call do not grow with n.
+func BenchmarkDistributedAttributionBytes(b *testing.B) {
+	const end = int64(1_700_000_000_000)
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		rng := rand.New(rand.NewPCG(uint64(n), 2))
+		var parts [3]memSource
+		step := int64(time.Hour/time.Millisecond) / int64(n)
+		for i := range n {
+			r := records.Record{Time: end - int64(n-1-i)*step, Labels: labels.FromStrings("instance", string(rune('a'+i%2)), "model_name", "m")}
+			for j := range records.StageOther {
+				r.Stages[j] = math.Exp(rng.NormFloat64()) * 0.1
+			}
+			r.E2E = r.Sum()
+			k := rng.IntN(3)
+			parts[k] = append(parts[k], r)
+		}
+		var peers []tailfn.Shard
+		var clients []*tailfn.PeerShard
+		for _, part := range parts[1:] {
+			srv := httptest.NewServer(api.NewRecordsShard(tailfn.NewLocalShard(part, tailfn.DefaultShardOptions())))
+			b.Cleanup(srv.Close)
+			p, err := tailfn.NewPeerShard(srv.URL, srv.Client())
+			if err != nil {
+				b.Fatal(err)
+			}
+			peers = append(peers, p)
+			clients = append(clients, p)
+		}
+		cl := tailfn.NewCluster(parts[0], peers, tailfn.DefaultClusterOptions(), tailfn.DefaultShardOptions())
+		win := tailfn.WindowAt(nil, time.UnixMilli(end), time.Hour)
+		ia := tailfn.WindowAt([]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "instance", "a")}, time.UnixMilli(end), time.Hour)
+		ib := tailfn.WindowAt([]*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "instance", "b")}, time.UnixMilli(end), time.Hour)
+		calls := []struct {
+			name string
+			f    func(context.Context) error
+		}{}
+		for _, m := range []string{"tail_mean", "euler", "excess"} {
+			calls = append(calls, struct {
+				name string
+				f    func(context.Context) error
+			}{"decompose_" + m + "_heat", func(ctx context.Context) error {
+				_, err := cl.Decompose(ctx, tailfn.SeriesFallback{}, tailfn.DecomposeRequest{Window: win, Metric: "e2e", P: 0.99, Method: m, Heat: true})
+				return err
+			}})
+		}
+		calls = append(calls, struct {
+			name string
+			f    func(context.Context) error
+		}{"quantile_diff_order_statistic", func(ctx context.Context) error {
+			_, err := cl.QuantileDiff(ctx, ia, ib, "e2e", 0.99, 0.95, attribution.CIOptions{Method: attribution.CIOrderStatistic})
+			return err
+		}})
+		for _, c := range calls {
+			b.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				var before int64
+				for _, p := range clients {
+					s, r := p.BytesExchanged()
+					before += s + r
+				}
+				ctx := context.Background()
+				for b.Loop() {
+					if err := c.f(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var after int64
+				for _, p := range clients {
+					s, r := p.BytesExchanged()
+					after += s + r
+				}
+				b.ReportMetric(float64(after-before)/float64(b.N), "bytes/query")
+			})
+		}
+	}
+}

@@ -48,8 +48,9 @@ func DefaultClusterOptions() ClusterOptions {
 // Cluster is a RecordSource whose record functions tail_mean, tail_excess,
 // tail_euler, tail_heat, quantile_ci, quantile_diff_ci and tail_shapley run over the records
 // of this server and of its peers, exactly as over one server holding all
-// of them (docs/distributed-tails.md). Select and the other functions read
-// the local records only.
+// of them (docs/distributed-tails.md), as do Decompose and QuantileDiff,
+// for the attribution endpoints. Select and the other functions read the
+// local records only.
 type Cluster struct {
 	local  RecordSource
 	shards []Shard // shards[0] is the local one
@@ -120,14 +121,51 @@ func (e *PeerError) Unwrap() error { return e.Err }
 // f adds its own annotations to the set it is given; only the last
 // attempt's are kept.
 func (c *Cluster) run(ctx context.Context, fn string, annos *annotations.Annotations, f func(s *attempt, annos *annotations.Annotations) error) error {
+	var mine annotations.Annotations
+	nodes, err := c.runOn(ctx, fn, func(s *attempt) error {
+		mine = nil
+		return f(s, &mine)
+	})
+	annos.Merge(mine)
+	var pe *PeerError
+	if err != nil && errors.As(err, &pe) && ctx.Err() == nil {
+		return promql.ErrStorage{Err: err}
+	}
+	if err == nil && len(nodes.LeftOut) > 0 {
+		annos.Add(fmt.Errorf("%w: %s", annotations.PromQLWarning, nodes.warning(fn)))
+	}
+	return err
+}
+
+// Nodes says which nodes of a cluster an answer covers.
+type Nodes struct {
+	// Answered is the number of nodes the answer covers, Of the number
+	// the cluster has (this server and its peers).
+	Answered, Of int
+	// LeftOut names each peer a partial response left out, with its error.
+	LeftOut []string
+}
+
+// Partial reports whether the answer covers fewer nodes than the cluster has.
+func (n Nodes) Partial() bool { return len(n.LeftOut) > 0 }
+
+// warning is the partial-response warning of fn.
+func (n Nodes) warning(fn string) string {
+	return fmt.Sprintf("%s: partial response: the result covers %d of %d nodes; left out: %s", fn, n.Answered, n.Of, strings.Join(n.LeftOut, "; "))
+}
+
+// runOn is run without annotations: it returns the nodes the answer
+// covers. A peer that fails is left out when the query accepts partial
+// responses (PartialResponseFrom), else its *PeerError is returned,
+// wrapped with fn and how to answer from the other nodes.
+func (c *Cluster) runOn(ctx context.Context, fn string, f func(s *attempt) error) (Nodes, error) {
 	shards := c.shards
 	partial := PartialResponseFrom(ctx, c.opts.PartialResponse)
 	var down []string
 	retries := 0
 	for {
 		s := &attempt{ctx: ctx, id: queryID(), shards: shards, fanout: c.opts.Fanout, fetchLimit: c.opts.FetchLimit}
-		var mine annotations.Annotations
-		err := f(s, &mine)
+		err := f(s)
 		// A node whose records changed under a snapshot it lost is not
 		// down: the evaluation starts over on fresh snapshots, twice at most.
 		if errors.Is(err, ErrSnapshotChanged) && retries < 2 && ctx.Err() == nil {
@@ -137,18 +175,13 @@ func (c *Cluster) run(ctx context.Context, fn string, annos *annotations.Annotat
 		var pe *PeerError
 		if err != nil && errors.As(err, &pe) && ctx.Err() == nil {
 			if !partial {
-				return promql.ErrStorage{Err: fmt.Errorf("%s: %w; pass partial_response=true to answer from the other nodes", fn, err)}
+				return Nodes{}, fmt.Errorf("%s: %w; pass partial_response=true to answer from the other nodes", fn, err)
 			}
 			down = append(down, pe.Error())
 			shards = slices.DeleteFunc(slices.Clone(shards), func(sh Shard) bool { return sh.Name() == pe.Peer })
 			continue
 		}
-		annos.Merge(mine)
-		if err == nil && len(down) > 0 {
-			annos.Add(fmt.Errorf("%w: %s: partial response: the result covers %d of %d nodes; left out: %s",
-				annotations.PromQLWarning, fn, len(shards), len(c.shards), strings.Join(down, "; ")))
-		}
-		return err
+		return Nodes{Answered: len(shards), Of: len(c.shards), LeftOut: down}, err
 	}
 }
 

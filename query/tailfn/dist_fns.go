@@ -250,52 +250,9 @@ func distHeat(cl *Cluster) impl {
 			if cs.n == 0 {
 				return nil
 			}
-			levels := make([]float64, 0, 2*len(bands))
-			for _, b := range bands {
-				levels = append(levels, b.Lo, b.Hi)
-			}
-			slices.Sort(levels)
-			levels = slices.Compact(levels)
-			qs, err := v.quantiles(levels)
+			h, err := distHeatTable(v, bands)
 			if err != nil {
 				return err
-			}
-			atLevel := func(p float64) float64 { i, _ := slices.BinarySearch(levels, p); return qs[i] }
-			rs := make([]Range, len(bands))
-			for i, b := range bands {
-				rs[i] = Range{Lo: atLevel(b.Lo), Hi: atLevel(b.Hi), HiOpen: true, NoHi: b.Hi == 1}
-			}
-			sm, err := v.sums(rs)
-			if err != nil {
-				return err
-			}
-			h := attribution.Heat{Stages: StageNames, Rows: make([]attribution.HeatRow, len(bands))}
-			for i, b := range bands {
-				row := attribution.HeatRow{Band: b, From: rs[i].Lo, To: atLevel(b.Hi), Count: sm[i].Count, Top: -1, StageMean: make([]float64, len(StageNames))}
-				if row.Count == 0 {
-					for j := range row.StageMean {
-						row.StageMean[j] = math.NaN()
-					}
-					row.MeanS, row.TopShare = math.NaN(), math.NaN()
-					h.Rows[i] = row
-					continue
-				}
-				m := float64(row.Count)
-				for j, x := range sm[i].Stages {
-					row.StageMean[j] = x / m
-				}
-				row.MeanS = sm[i].S / m
-				for j, x := range row.StageMean {
-					if row.Top < 0 || x > row.StageMean[row.Top] {
-						row.Top = j
-					}
-				}
-				row.TopStage = StageNames[row.Top]
-				row.TopShare = math.NaN()
-				if row.MeanS > 0 {
-					row.TopShare = row.StageMean[row.Top] / row.MeanS
-				}
-				h.Rows[i] = row
 			}
 			o := newRows(c)
 			emitHeat(o, h, sel)
@@ -304,6 +261,60 @@ func distHeat(cl *Cluster) impl {
 		})
 		return vec, annos, err
 	}
+}
+
+// distHeatTable is attribution.HeatTable over the cluster: every band
+// edge by selection in the same rounds, then one Sums round with a range
+// per band. The view's window must hold requests.
+func distHeatTable(v *view, bands []attribution.Band) (attribution.Heat, error) {
+	levels := make([]float64, 0, 2*len(bands))
+	for _, b := range bands {
+		levels = append(levels, b.Lo, b.Hi)
+	}
+	slices.Sort(levels)
+	levels = slices.Compact(levels)
+	qs, err := v.quantiles(levels)
+	if err != nil {
+		return attribution.Heat{}, err
+	}
+	atLevel := func(p float64) float64 { i, _ := slices.BinarySearch(levels, p); return qs[i] }
+	rs := make([]Range, len(bands))
+	for i, b := range bands {
+		rs[i] = Range{Lo: atLevel(b.Lo), Hi: atLevel(b.Hi), HiOpen: true, NoHi: b.Hi == 1}
+	}
+	sm, err := v.sums(rs)
+	if err != nil {
+		return attribution.Heat{}, err
+	}
+	h := attribution.Heat{Stages: StageNames, Rows: make([]attribution.HeatRow, len(bands))}
+	for i, b := range bands {
+		row := attribution.HeatRow{Band: b, From: rs[i].Lo, To: atLevel(b.Hi), Count: sm[i].Count, Top: -1, StageMean: make([]float64, len(StageNames))}
+		if row.Count == 0 {
+			for j := range row.StageMean {
+				row.StageMean[j] = math.NaN()
+			}
+			row.MeanS, row.TopShare = math.NaN(), math.NaN()
+			h.Rows[i] = row
+			continue
+		}
+		m := float64(row.Count)
+		for j, x := range sm[i].Stages {
+			row.StageMean[j] = x / m
+		}
+		row.MeanS = sm[i].S / m
+		for j, x := range row.StageMean {
+			if row.Top < 0 || x > row.StageMean[row.Top] {
+				row.Top = j
+			}
+		}
+		row.TopStage = StageNames[row.Top]
+		row.TopShare = math.NaN()
+		if row.MeanS > 0 {
+			row.TopShare = row.StageMean[row.Top] / row.MeanS
+		}
+		h.Rows[i] = row
+	}
+	return h, nil
 }
 
 // rankWindow holds the order statistics of ranks [off, off+len(v)) of n.
@@ -633,19 +644,31 @@ func distShapley(cl *Cluster) impl {
 // columns fetches the stage columns of the view's window from every node
 // and joins them in shard order.
 func (v *view) columns(c *query.Call, arg int, annos *annotations.Annotations) (attribution.Requests, error) {
-	resps, err := v.round(func(r *ShardRequest) { r.Columns = true })
+	reqs, clamped, clampedMax, err := v.stageColumns(c.Func.Name)
 	if err != nil {
 		return attribution.Requests{}, err
 	}
+	noteLoad(c, arg, v.w, reqs.Len(), clamped, clampedMax, annos)
+	return reqs, nil
+}
+
+// stageColumns fetches the stage columns of the view's window from every
+// node and joins them in shard order, with the clamped requests' count
+// and largest clamp; fn names the caller in errors.
+func (v *view) stageColumns(fn string) (reqs attribution.Requests, clamped int, clampedMax float64, err error) {
+	resps, err := v.round(func(r *ShardRequest) { r.Columns = true })
+	if err != nil {
+		return attribution.Requests{}, 0, 0, err
+	}
 	cols := make([][]float64, len(StageNames))
-	n, clamped, clampedMax := 0, 0, 0.0
+	n := 0
 	for si, r := range resps {
 		if len(r.Columns) != len(cols) {
-			return attribution.Requests{}, fmt.Errorf("shard %s: %d stage columns, want %d", v.s.shards[si].Name(), len(r.Columns), len(cols))
+			return attribution.Requests{}, 0, 0, fmt.Errorf("shard %s: %d stage columns, want %d", v.s.shards[si].Name(), len(r.Columns), len(cols))
 		}
 		for j, col := range r.Columns {
 			if len(col) != r.N {
-				return attribution.Requests{}, fmt.Errorf("shard %s: stage %s has %d values for %d records", v.s.shards[si].Name(), StageNames[j], len(col), r.N)
+				return attribution.Requests{}, 0, 0, fmt.Errorf("shard %s: stage %s has %d values for %d records", v.s.shards[si].Name(), StageNames[j], len(col), r.N)
 			}
 			cols[j] = append(cols[j], col...)
 		}
@@ -658,12 +681,14 @@ func (v *view) columns(c *query.Call, arg int, annos *annotations.Annotations) (
 			cols[j] = []float64{}
 		}
 	}
-	noteLoad(c, arg, v.w, n, clamped, clampedMax, annos)
-	reqs, err := attribution.NewRequests(StageNames, cols)
+	reqs, err = attribution.NewRequests(StageNames, cols)
 	if err != nil {
-		return attribution.Requests{}, fmt.Errorf("%s: records from the nodes: %w", c.Func.Name, err)
+		return attribution.Requests{}, 0, 0, fmt.Errorf("%s: records from the nodes: %w", fn, err)
 	}
-	return reqs, nil
+	if reqs.Len() != n {
+		return attribution.Requests{}, 0, 0, fmt.Errorf("BUG: %d records joined from %d", reqs.Len(), n)
+	}
+	return reqs, clamped, clampedMax, nil
 }
 
 // noBounds marks the bound fields of a breakdown that has none, as

@@ -45,6 +45,10 @@
 // columns). A peer that does not answer fails the query with an error
 // naming it, or, with partial responses accepted, leaves it out and says
 // so in a warning.
+// Cluster.Decompose and Cluster.QuantileDiff are the attribution
+// endpoints' breakdown, heat table and A/B interval over the same nodes
+// and rounds (metric ttft and whatever needs whole records stay local and
+// say so); every answer carries the Nodes it covers.
 //
 // Go entry points: the attribution endpoints (api/) call the same code
 // without PromQL text. Decompose is their breakdown (records by method, or
