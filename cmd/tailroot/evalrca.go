@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tailroot/tailroot/attribution/rca/rcaeval"
+	"github.com/tailroot/tailroot/sim/rcaeval"
 	"github.com/tailroot/tailroot/sim"
 )
 
