@@ -36,6 +36,7 @@
 //	page_faults  host      tokenize, decode
 //	gil          host      tokenize
 //	block_io     host      queue
+//	network      host      tokenize
 //	gpu_clock    gpu       gpu_util, gpu_power, cuda, prefill, decode
 //	gpu_util     gpu       gpu_power, prefill, decode
 //	gpu_power    gpu       —
@@ -60,7 +61,8 @@
 //
 // # Candidate → node mapping
 //
-// NodeFor applies, in order: a "node" label naming the node; a "stage"
+// NodeFor applies, in order: a "node" label naming a node of the graph
+// (any other value, such as a Kubernetes machine name, is ignored); a "stage"
 // label (queue, tokenize, detokenize, network, other, prefill, decode —
 // tailroot's canonical stages; detokenize, network and other map to
 // tokenize, the frontend residual); then the metric name with any
@@ -95,6 +97,17 @@
 //	  DCGM_FI_PROF_* (SM active, occupancy, tensor, DRAM)    gpu_util
 //	DCGM_FI_DEV_POWER_USAGE, DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
 //	  DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP          gpu_power
+//
+// Beyond these names, graph.go's metricNodes maps the families of
+// node-exporter (node_vmstat_pgmajfault and node_pressure_memory_* →
+// page_faults; node_pressure_cpu_*, node_cpu_seconds_total, node_load* →
+// runqueue; node_disk_*, node_pressure_io_* → block_io; node_network_* →
+// network), the remaining dcgm-exporter fields (clocks, throttle and
+// violation counters → gpu_clock; temperatures and power → gpu_power; XID
+// errors → cuda), cAdvisor/kubelet (container_cpu_cfs_throttled_*,
+// container_cpu_usage_seconds_total → runqueue; container_memory_* →
+// page_faults), SGLang (sglang:…), Text Generation Inference (tgi_…) and
+// Triton (nv_inference_…, nv_gpu_…); docs/causal.md has the table.
 //
 // A candidate no rule maps keeps node "" and family "other": it is scored
 // by plain BARO (no parents) and explains nothing.
