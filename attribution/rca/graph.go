@@ -126,6 +126,28 @@ func (g *Graph) Ancestors(name string) map[string]bool {
 	return out
 }
 
+// Descendants returns every node name has a path to.
+func (g *Graph) Descendants(name string) map[string]bool {
+	out := map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		for _, c := range g.child[n] {
+			if !out[c] {
+				out[c] = true
+				walk(c)
+			}
+		}
+	}
+	walk(name)
+	return out
+}
+
+// Node0 is Node without the ok result: the zero Node when name is unknown.
+func (g *Graph) Node0(name string) Node {
+	n, _ := g.Node(name)
+	return n
+}
+
 // Families of nodes.
 const (
 	FamilyWorkload = "workload"
