@@ -102,7 +102,8 @@ func rcMeanQuery(m string) string {
 // seconds; detected when absent); alpha (false discovery rate, default
 // 0.05); max_lag (steps searched for each candidate's lead over the target
 // by prewhitened cross-correlation, 0–100, default 10); group (comma-
-// separated labels linking candidates of one server, default instance).
+// separated labels linking candidates of one server; default: join by host,
+// rca.JoinHosts).
 //
 // Bad parameters, unparsable expressions and windows too short to rank are
 // 400 {"errorType":"bad_data"}; a failing query is 422 "execution", a
@@ -184,7 +185,7 @@ func (h *rootCause) parse(r *http.Request) (*rcRequest, *rcError) {
 		return nil, rcBadData("parse form: %v", err)
 	}
 	f := r.Form
-	req := &rcRequest{target: strings.TrimSpace(f.Get("target")), step: h.opts.DefaultStep, alpha: 0.05, maxLag: 10, group: []string{"instance"}}
+	req := &rcRequest{target: strings.TrimSpace(f.Get("target")), step: h.opts.DefaultStep, alpha: 0.05, maxLag: 10}
 	if req.target == "" {
 		return nil, rcBadData("parameter target is required: a PromQL expression with one series, e.g. histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))")
 	}
@@ -483,6 +484,13 @@ type rcData struct {
 	// BOCPD probability (null when given by change_at).
 	ChangeAt          rcNum      `json:"change_at"`
 	ChangeProbability rcNum      `json:"change_probability"`
+	// Verdict is "incident", "no incident" or "unexplained" (rca.Result);
+	// ChangeLow and ChangeHigh bound the change time's 95 % set and
+	// ChangeMethod names the method that found it.
+	Verdict      string `json:"verdict"`
+	ChangeLow    rcNum  `json:"change_low"`
+	ChangeHigh   rcNum  `json:"change_high"`
+	ChangeMethod string `json:"change_method"`
 	Points            int        `json:"points"`
 	Ranking           []rcRanked `json:"ranking"`
 	// Baseline is plain BARO at the same change point, for comparison.
@@ -516,6 +524,16 @@ type rcRanked struct {
 	ExplainedBy string            `json:"explained_by,omitempty"`
 	Parents     []string          `json:"parents,omitempty"`
 	Labels      map[string]string `json:"labels"`
+	// Host and JoinedBy say how the candidate was tied to a machine;
+	// Precedes, Informative, GrangerQ and Bypassed are the causal checks
+	// (rca.Ranked) and Reason says in words why the row ranks where it does.
+	Host        string `json:"host"`
+	JoinedBy    string `json:"joined_by"`
+	Precedes    bool   `json:"precedes"`
+	Informative bool   `json:"informative"`
+	GrangerQ    rcNum  `json:"granger_q"`
+	Bypassed    bool   `json:"bypassed"`
+	Reason      string `json:"reason"`
 }
 
 type rcBaro struct {
@@ -567,12 +585,19 @@ func (h *rootCause) response(req *rcRequest, res *rca.Result, target causal.Seri
 	d := &rcData{
 		ChangeAt:          rcNum(float64(ts(res.ChangePoint).UnixMilli()) / 1000),
 		ChangeProbability: rcNum(res.ChangeProb),
+		Verdict:           res.Verdict,
+		ChangeLow:         rcNum(float64(ts(res.Change.Low).UnixMilli()) / 1000),
+		ChangeHigh:        rcNum(float64(ts(res.Change.High).UnixMilli()) / 1000),
+		ChangeMethod:      res.Change.Method,
 		Points:            len(target.Values),
 		// Empty lists, not null, when nothing was ranked.
 		Ranking:  []rcRanked{},
 		Baseline: []rcBaro{},
 	}
 	group := func(r *rca.Ranked) string {
+		if req.group == nil {
+			return r.Join.Host
+		}
 		var b strings.Builder
 		for _, g := range req.group {
 			b.WriteString(r.Labels[g])
@@ -601,6 +626,8 @@ func (h *rootCause) response(req *rcRequest, res *rca.Result, target causal.Seri
 			Node: r.Node, Family: r.Family, BAROScore: rcNum(r.BARO), Shift: rcNum(r.Shift), PValue: rcNum(r.PValue),
 			Anomalous: r.Anomalous, ExplainedBy: r.Explained, Parents: r.Parents, Labels: r.Labels,
 			Stage: h.stageOf(r, func(node string) *rca.Ranked { return best[node][group(r)] }),
+			Host: r.Join.Host, JoinedBy: r.Join.How, Precedes: r.Precedes, Informative: r.Informative,
+			GrangerQ: rcNum(r.GrangerQ), Bypassed: r.Bypassed, Reason: r.Reason,
 		}
 		if req.maxLag > 0 {
 			x := causal.Series{Name: r.Name, Values: cands[byName[r.Name]].Values}

@@ -21,15 +21,22 @@ const (
 	// MethodPELT is the optimal partition under the same penalty (Killick,
 	// Fearnhead and Eckley, JASA 2012), onset chosen as for MethodBinSeg.
 	MethodPELT = "pelt"
+	// MethodFirstShift is MethodMeanShift followed leftwards: while the
+	// points before the split hold a least-squares split of their own, in
+	// the same direction, with |z| ≥ 3 and at least a quarter of the main
+	// shift, the onset moves there. An incident that builds up (a queue
+	// that grows, then spills) has its largest split at the spill; its
+	// root cause moved at the first one.
+	MethodFirstShift = "first_shift"
 	// MethodBOCPD is ChangePoint: Bayesian online change-point detection
 	// (Adams and MacKay 2007), the earliest index with at least 0.9 times
 	// the largest change probability.
 	MethodBOCPD = "bocpd"
 )
 
-// ChangeMethods lists the methods, the default first.
+// ChangeMethods lists the methods, the default (BOCPD) first.
 func ChangeMethods() []string {
-	return []string{MethodMeanShift, MethodBinSeg, MethodPELT, MethodBOCPD}
+	return []string{MethodBOCPD, MethodFirstShift, MethodMeanShift, MethodBinSeg, MethodPELT}
 }
 
 // Change is an estimated change point with its uncertainty.
@@ -52,7 +59,7 @@ type Change struct {
 	Method string
 }
 
-// Onset estimates where target changed with method ("" = MethodMeanShift),
+// Onset estimates where target changed with method ("" = MethodBOCPD),
 // keeping at least minBefore points before the change (0 = max(8, n/5))
 // and 3 after it. Errors: ErrNaN, ErrTooShort, ErrArgument for an unknown
 // method.
@@ -74,9 +81,25 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 	cs := newCumsum(x)
 	var c Change
 	switch method {
-	case "", MethodMeanShift:
+	case MethodMeanShift:
 		k, _ := cs.bestSplit(0, n, lo, n-3)
 		c = Change{At: k, Method: MethodMeanShift}
+	case MethodFirstShift:
+		k, _ := cs.bestSplit(0, n, lo, n-3)
+		main, _ := cs.shiftZ(x, k)
+		for k-lo >= 6 {
+			pre := newCumsum(x[:k])
+			k2, _ := pre.bestSplit(0, k, lo, k-3)
+			if k2 < 0 {
+				break
+			}
+			sh, z := pre.shiftZ(x[:k], k2)
+			if math.Abs(z) < 3 || sh*main <= 0 || math.Abs(sh) < math.Abs(main)/4 {
+				break
+			}
+			k = k2
+		}
+		c = Change{At: k, Method: MethodFirstShift}
 	case MethodBinSeg, MethodPELT:
 		var bounds []int
 		if method == MethodBinSeg {
@@ -85,7 +108,7 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 			bounds = cs.pelt(penalty(x))
 		}
 		c = Change{At: cs.onsetOf(bounds, lo, n-3), Method: method}
-	case MethodBOCPD:
+	case "", MethodBOCPD:
 		k, p, err := ChangePoint(target, Options{MinBefore: lo})
 		if err != nil {
 			return Change{}, fmt.Errorf("onset: %w", err)
@@ -105,7 +128,7 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 		return Change{}, fmt.Errorf("onset: method %q: want one of %v: %w", method, ChangeMethods(), causal.ErrArgument)
 	}
 	c.Shift, c.Z = cs.shiftZ(x, c.At)
-	if method != MethodBOCPD {
+	if c.Method != MethodBOCPD {
 		c.Prob = math.NaN()
 		c.Low, c.High = cs.confidence(x, c.At, lo, n-3)
 	}

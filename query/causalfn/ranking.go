@@ -231,8 +231,15 @@ func funcRootCause(ctx context.Context, c *query.Call) (promql.Vector, annotatio
 		add("q_value", x.QValue)
 		add("anomalous", b2f(x.Anomalous))
 		add("explained", b2f(x.Explained != ""))
+		add("precedes", b2f(x.Precedes))
+		add("informative", b2f(x.Informative))
+		add("granger_q", x.GrangerQ)
 		add("change_time", float64(r.ts[rk.ChangePoint])/1000)
 	}
+	// The verdict: one sample without a candidate, valued at the change
+	// time, whose verdict label is "incident", "no incident" or
+	// "unexplained".
+	res.vec = append(res.vec, promql.Sample{Metric: labels.FromStrings("statistic", "verdict", "verdict", rk.Verdict), T: res.t, F: float64(r.ts[rk.ChangePoint]) / 1000})
 	sortStats(res.vec)
 	return res.vec, r.annos, nil
 }
