@@ -1,6 +1,7 @@
 package rca
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -34,9 +35,9 @@ const (
 	MethodBOCPD = "bocpd"
 )
 
-// ChangeMethods lists the methods, the default (BOCPD) first.
+// ChangeMethods lists the methods, the default first.
 func ChangeMethods() []string {
-	return []string{MethodBOCPD, MethodFirstShift, MethodMeanShift, MethodBinSeg, MethodPELT}
+	return []string{MethodMeanShift, MethodFirstShift, MethodBinSeg, MethodPELT, MethodBOCPD}
 }
 
 // Change is an estimated change point with its uncertainty.
@@ -59,7 +60,7 @@ type Change struct {
 	Method string
 }
 
-// Onset estimates where target changed with method ("" = MethodBOCPD),
+// Onset estimates where target changed with method ("" = MethodMeanShift),
 // keeping at least minBefore points before the change (0 = max(8, n/5))
 // and 3 after it. Errors: ErrNaN, ErrTooShort, ErrArgument for an unknown
 // method.
@@ -78,10 +79,16 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 			return Change{}, fmt.Errorf("onset: target %q: value %v at index %d: %w", target.Name, v, i, causal.ErrNaN)
 		}
 	}
+	// The least-squares methods split the ranks of x, not x: latency
+	// targets have spikes (a queue that spills for a minute) whose squares
+	// would otherwise decide where the split goes; on ranks the split is
+	// the one with the largest Wilcoxon–Mann–Whitney-type mean difference.
+	raw := x
+	x = ranks(x)
 	cs := newCumsum(x)
 	var c Change
 	switch method {
-	case MethodMeanShift:
+	case "", MethodMeanShift:
 		k, _ := cs.bestSplit(0, n, lo, n-3)
 		c = Change{At: k, Method: MethodMeanShift}
 	case MethodFirstShift:
@@ -108,7 +115,7 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 			bounds = cs.pelt(penalty(x))
 		}
 		c = Change{At: cs.onsetOf(bounds, lo, n-3), Method: method}
-	case "", MethodBOCPD:
+	case MethodBOCPD:
 		k, p, err := ChangePoint(target, Options{MinBefore: lo})
 		if err != nil {
 			return Change{}, fmt.Errorf("onset: %w", err)
@@ -127,7 +134,8 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 	default:
 		return Change{}, fmt.Errorf("onset: method %q: want one of %v: %w", method, ChangeMethods(), causal.ErrArgument)
 	}
-	c.Shift, c.Z = cs.shiftZ(x, c.At)
+	_, c.Z = cs.shiftZ(x, c.At)
+	c.Shift, _ = newCumsum(raw).shiftZ(raw, c.At)
 	if c.Method != MethodBOCPD {
 		c.Prob = math.NaN()
 		c.Low, c.High = cs.confidence(x, c.At, lo, n-3)
@@ -136,6 +144,28 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 }
 
 const minBefore8 = 8
+
+// ranks returns the ranks of x (1..n, ties averaged).
+func ranks(x []float64) []float64 {
+	idx := make([]int, len(x))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(x[a], x[b]) })
+	out := make([]float64, len(x))
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && x[idx[j+1]] == x[idx[i]] {
+			j++
+		}
+		r := float64(i+j)/2 + 1
+		for k := i; k <= j; k++ {
+			out[idx[k]] = r
+		}
+		i = j + 1
+	}
+	return out
+}
 
 // cumsum holds prefix sums of x and x² for O(1) segment costs.
 type cumsum struct {

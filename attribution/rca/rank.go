@@ -59,10 +59,8 @@ type Options struct {
 	// anomalous. 0 = 2.
 	MinShift float64
 	// ChangeMethod selects the change-point method when ChangePoint is 0
-	// (see Onset and ChangeMethods). "" = MethodBOCPD: on the fleet suite
-	// the least-squares methods find the onset far more accurately
-	// (docs/causal.md), but on the serving suite's build-up incidents they
-	// land on the later spill, so the default is not switched yet.
+	// (see Onset and ChangeMethods). "" = MethodMeanShift (on ranks), the
+	// most accurate on incidents with known onsets (docs/causal.md).
 	ChangeMethod string
 	// MaxLag is the largest lag, in steps, of the Granger test that asks
 	// whether a candidate carries information about the target beyond the

@@ -347,7 +347,7 @@ func runFleetCase(c fleet.Class, seed uint64, ro rca.Options) (FleetCase, error)
 				return FleetCase{}, err
 			}
 			fc.OnsetError[m] = math.Abs(float64(ch.At-actual)) * inc.Step.Minutes()
-			if m == rca.MethodFirstShift {
+			if m == rca.MethodMeanShift {
 				fc.Covered = ch.Low <= actual && actual <= ch.High
 			}
 		}
