@@ -142,6 +142,28 @@ func (g *Graph) Descendants(name string) map[string]bool {
 	return out
 }
 
+// FirstStages returns the stage-family nodes reachable from name without
+// passing through another stage: the stages name acts on directly.
+func (g *Graph) FirstStages(name string) map[string]bool {
+	out, seen := map[string]bool{}, map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		for _, c := range g.child[n] {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if g.Node0(c).Family == FamilyStage {
+				out[c] = true
+				continue
+			}
+			walk(c)
+		}
+	}
+	walk(name)
+	return out
+}
+
 // Node0 is Node without the ok result: the zero Node when name is unknown.
 func (g *Graph) Node0(name string) Node {
 	n, _ := g.Node(name)

@@ -143,7 +143,7 @@ type Ranked struct {
 	// Informative is GrangerQ ≤ Alpha.
 	Informative bool
 	// Bypassed is true for an anomalous mapped candidate none of whose
-	// downstream stages (with candidates in its group) is anomalous.
+	// first downstream stages (with candidates in its group) is anomalous.
 	Bypassed bool
 	// Reason says in words why the candidate ranks where it does.
 	Reason string
@@ -383,8 +383,9 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	// the evidence.
 	//
 	// A mapped candidate whose stages did not move cannot have moved the
-	// target: when some of the stage nodes downstream of it have
-	// candidates in its group and none of them is anomalous, it is
+	// target: when some of the first stage nodes downstream of it (on each
+	// path, the stage it acts on directly) have candidates in its group
+	// and none of them is anomalous, it is
 	// Bypassed (a backup job's network burst while the frontend time
 	// stays flat).
 	for i := range rk {
@@ -392,10 +393,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 			continue
 		}
 		seen, moved := 0, false
-		for st := range g.Descendants(rk[i].Node) {
-			if g.Node0(st).Family != FamilyStage {
-				continue
-			}
+		for st := range g.FirstStages(rk[i].Node) {
 			for _, j := range byNode[st] {
 				if linked(i, j) {
 					seen++
@@ -506,7 +504,7 @@ func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, o
 	// smear it): impulse dummies for the points around it keep the test
 	// from reading the shape of the transition as information.
 	var impulses [][]float64
-	for t := cp - tol; t <= cp+tol+2; t++ {
+	for t := cp - tol - 2; t <= cp+tol+maxLag+2; t++ {
 		if t > 0 && t < n {
 			d := make([]float64, n)
 			d[t] = 1

@@ -65,7 +65,8 @@ const (
 	// MildThrottle: the SM clock drops to ~1760 MHz.
 	MildThrottle Class = "mild_throttle"
 	// PageFaults: major page faults rise from ~4/s to ~250/s (memory
-	// pressure evicts the engine's mapped files).
+	// pressure evicts the engine's mapped files). The causes are the major
+	// faults and the memory pressure (PSI) that name this fault.
 	PageFaults Class = "page_fault_storm"
 	// LoadSurge: arrivals ×1.45.
 	LoadSurge Class = "load_surge"
@@ -197,8 +198,8 @@ var causes = map[Class][]string{
 	GPUThrottle:     {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"},
 	MildThrottle:    {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"},
 	DecoyThrottle:   {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"},
-	PageFaults:      {"node_vmstat_pgmajfault"},
-	DecoyPageFaults: {"node_vmstat_pgmajfault"},
+	PageFaults:      {"node_vmstat_pgmajfault", "node_pressure_memory_waiting_seconds_total"},
+	DecoyPageFaults: {"node_vmstat_pgmajfault", "node_pressure_memory_waiting_seconds_total"},
 	LoadSurge:       {"vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total"},
 	MildLoadSurge:   {"vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total"},
 	CPUContention:   {"node_pressure_cpu_waiting_seconds_total", "node_cpu_seconds_total", "node_load1"},
