@@ -7,22 +7,17 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 
-	"github.com/tailroot/tailroot/attribution/causal"
 	"github.com/tailroot/tailroot/attribution/rca"
 	"github.com/tailroot/tailroot/query/causalfn"
-	"github.com/tailroot/tailroot/query/qlimit"
 )
 
 // RootCauseOptions configures the root-cause endpoint. Zero values select
@@ -280,190 +275,60 @@ func rcParseDuration(s string) (time.Duration, error) {
 	return time.Duration(d), err
 }
 
-// rcGrid is one series sampled on the request's step grid (NaN where absent).
-type rcGrid struct {
-	labels labels.Labels
-	metric string
-	node   string
-	id     string
-	vals   []float64
-}
-
-// rangeQuery evaluates expr over the request grid.
-func (h *rootCause) rangeQuery(ctx context.Context, req *rcRequest, what, expr string) (promql.Matrix, *rcError) {
-	qry, err := h.engine.NewRangeQuery(ctx, h.q, nil, expr, req.start, req.end, req.step)
-	if err != nil {
-		return nil, rcBadData("%s %q: %v", what, expr, err)
+// load evaluates expr on the request grid (causalfn.LoadRange) and maps its
+// errors onto the API's.
+func (h *rootCause) load(ctx context.Context, req *rcRequest, what, expr string) ([]causalfn.Input, *rcError) {
+	in, err := causalfn.LoadRange(ctx, h.engine, h.q, what, expr, req.start, req.end, req.step)
+	if err == nil {
+		return in, nil
 	}
-	defer qry.Close()
-	res := qry.Exec(ctx)
-	if res.Err != nil {
-		var cancel promql.ErrQueryCanceled
-		var timeout promql.ErrQueryTimeout
-		switch {
-		case errors.As(res.Err, &timeout) || errors.Is(res.Err, context.DeadlineExceeded):
-			return nil, &rcError{http.StatusServiceUnavailable, "timeout", fmt.Errorf("%s: %w", what, res.Err)}
-		case errors.As(res.Err, &cancel) || errors.Is(res.Err, context.Canceled):
-			return nil, &rcError{http.StatusServiceUnavailable, "canceled", fmt.Errorf("%s: %w", what, res.Err)}
-		}
-		return nil, &rcError{http.StatusUnprocessableEntity, "execution", fmt.Errorf("%s %q: %w", what, expr, res.Err)}
-	}
-	m, ok := res.Value.(promql.Matrix)
-	if !ok {
-		return nil, rcBadData("%s %q is a %s, want an instant vector or scalar expression", what, expr, res.Value.Type())
-	}
-	// The result is only valid until Close: copy what is kept.
-	out := make(promql.Matrix, len(m))
-	for i, s := range m {
-		if len(s.Histograms) > 0 {
-			return nil, rcBadData("%s %q: series %s holds native histograms; pass floats (histogram_quantile, histogram_avg)", what, expr, s.Metric)
-		}
-		out[i] = promql.Series{Metric: s.Metric, Floats: slices.Clone(s.Floats)}
-	}
-	return out, nil
-}
-
-func (h *rootCause) toGrid(req *rcRequest, s promql.Series, metric, node string) rcGrid {
-	n := int(req.end.Sub(req.start)/req.step) + 1
-	g := rcGrid{labels: s.Metric, metric: metric, node: node, vals: make([]float64, n)}
-	if name := s.Metric.Get(model.MetricNameLabel); name != "" {
-		g.metric = name
-	}
-	for i := range g.vals {
-		g.vals[i] = math.NaN()
-	}
-	start, st := req.start.UnixMilli(), req.step.Milliseconds()
-	for _, p := range s.Floats {
-		if k := (p.T - start) / st; (p.T-start)%st == 0 && k >= 0 && int(k) < n {
-			g.vals[k] = p.F
+	var qe *causalfn.QueryError
+	if errors.As(err, &qe) {
+		switch qe.Kind {
+		case causalfn.KindBadData:
+			return nil, &rcError{http.StatusBadRequest, "bad_data", err}
+		case causalfn.KindTimeout, causalfn.KindCanceled:
+			return nil, &rcError{http.StatusServiceUnavailable, qe.Kind, err}
 		}
 	}
-	rest := s.Metric.DropReserved(rcIsMetricName)
-	if rest.IsEmpty() {
-		g.id = g.metric + "{}"
-	} else {
-		g.id = g.metric + rest.String()
-	}
-	return g
+	return nil, &rcError{http.StatusUnprocessableEntity, "execution", err}
 }
 
-// rcIsMetricName selects the metric name label for DropReserved.
-func rcIsMetricName(n string) bool { return n == model.MetricNameLabel }
-
-// rcFamily is the metric family expr selects when it selects one
-// (histogram suffixes removed), else "".
-func rcFamily(expr string) string {
-	p := qlimit.Parser{Parser: parser.NewParser(parser.Options{EnableExperimentalFunctions: true}), Limits: qlimit.DefaultLimits()}
-	e, err := p.ParseExpr(expr)
-	if err != nil {
-		return ""
-	}
-	return causalfn.Family(e)
-}
-
-// rcMinCoverage is the share of the target's points a candidate needs.
-const rcMinCoverage = 0.5
-
+// run loads the target and the candidates and ranks them with
+// causalfn.RootCause, the implementation root_cause uses.
 func (h *rootCause) run(ctx context.Context, req *rcRequest) (*rcData, []string, *rcError) {
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
-	var warnings []string
-	tm, aerr := h.rangeQuery(ctx, req, "target", req.target)
+	tm, aerr := h.load(ctx, req, "target", req.target)
 	if aerr != nil {
 		return nil, nil, aerr
 	}
 	if len(tm) != 1 {
 		return nil, nil, rcBadData("target %q has %d series in the window, want 1: aggregate it, e.g. max(…) or histogram_quantile(0.99, sum by (le) (…))", req.target, len(tm))
 	}
-	target := h.toGrid(req, tm[0], rcFamily(req.target), "")
-	var cands []rcGrid
-	seen := map[string]bool{}
+	var cands []causalfn.Input
 	for _, cq := range req.candidates {
-		m, aerr := h.rangeQuery(ctx, req, "candidates", cq.Query)
+		m, aerr := h.load(ctx, req, "candidates", cq.Query)
 		if aerr != nil {
 			return nil, nil, aerr
 		}
-		metric := cq.Metric
-		if metric == "" {
-			metric = rcFamily(cq.Query)
-		}
-		for _, s := range m {
-			g := h.toGrid(req, s, metric, cq.Node)
-			if seen[g.id] {
-				warnings = append(warnings, fmt.Sprintf("candidate %s appears in more than one candidates expression; the first is used", g.id))
-				continue
+		for _, in := range m {
+			if cq.Metric != "" {
+				in.Family = cq.Metric
 			}
-			seen[g.id] = true
-			cands = append(cands, g)
+			in.Node = cq.Node
+			cands = append(cands, in)
 		}
 	}
-
-	// The grid: the target's finite points, less those a kept candidate
-	// lacks.
-	var keep []int
-	for i, v := range target.vals {
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			keep = append(keep, i)
-		}
-	}
-	var kept []rcGrid
-	for _, c := range cands {
-		have := 0
-		for _, i := range keep {
-			if v := c.vals[i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
-				have++
-			}
-		}
-		if float64(have) < rcMinCoverage*float64(len(keep)) {
-			warnings = append(warnings, fmt.Sprintf("candidate %s left out: values at %d of the target's %d points", c.id, have, len(keep)))
-			continue
-		}
-		kept = append(kept, c)
-	}
-	var idx []int
-	for _, i := range keep {
-		ok := true
-		for _, c := range kept {
-			if v := c.vals[i]; math.IsNaN(v) || math.IsInf(v, 0) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			idx = append(idx, i)
-		}
-	}
-	if lost := len(keep) - len(idx); lost > 0 {
-		warnings = append(warnings, fmt.Sprintf("%d of the target's %d points left out where a candidate has no value", lost, len(keep)))
-	}
-	pick := func(v []float64) []float64 {
-		out := make([]float64, len(idx))
-		for k, i := range idx {
-			out[k] = v[i]
-		}
-		return out
-	}
-	ts := func(k int) time.Time { return req.start.Add(time.Duration(idx[k]) * req.step) }
-	ro := rca.Options{Alpha: req.alpha, GroupLabels: req.group}
+	opts := causalfn.RootCauseOptions{Rank: rca.Options{Alpha: req.alpha, GroupLabels: req.group}, MaxLag: req.maxLag, KeepFirstDuplicate: true}
 	if req.changeAt != nil {
-		k, _ := slices.BinarySearchFunc(idx, *req.changeAt, func(i int, t time.Time) int {
-			return req.start.Add(time.Duration(i) * req.step).Compare(t)
-		})
-		if k >= len(idx) {
-			return nil, nil, rcBadData("parameter change_at: no aligned point at or after it")
-		}
-		ro.ChangePoint = max(k, 1)
+		opts.ChangeAt = req.changeAt.UnixMilli()
 	}
-	tv := causal.Series{Name: target.id, Values: pick(target.vals)}
-	rc := make([]rca.Candidate, len(kept))
-	for i, c := range kept {
-		rc[i] = rca.Candidate{Name: c.id, Metric: c.metric, Node: c.node, Labels: c.labels.Map(), Values: pick(c.vals)}
-	}
-	res, err := rca.Rank(tv, rc, ro)
+	res, err := causalfn.RootCause(tm[0], cands, opts)
 	if err != nil {
 		return nil, nil, rcBadData("rank: %v", err)
 	}
-	return h.response(req, res, tv, rc, ts), warnings, nil
+	return h.response(req, res), res.Warnings, nil
 }
 
 // rcNum is a JSON number that encodes NaN and ±Inf as null.
@@ -482,17 +347,17 @@ func (n rcNum) MarshalJSON() ([]byte, error) {
 type rcData struct {
 	// ChangeAt is the change point, Unix seconds; ChangeProbability its
 	// BOCPD probability (null when given by change_at).
-	ChangeAt          rcNum      `json:"change_at"`
-	ChangeProbability rcNum      `json:"change_probability"`
+	ChangeAt          rcNum `json:"change_at"`
+	ChangeProbability rcNum `json:"change_probability"`
 	// Verdict is "incident", "no incident" or "unexplained" (rca.Result);
 	// ChangeLow and ChangeHigh bound the change time's 95 % set and
 	// ChangeMethod names the method that found it.
-	Verdict      string `json:"verdict"`
-	ChangeLow    rcNum  `json:"change_low"`
-	ChangeHigh   rcNum  `json:"change_high"`
-	ChangeMethod string `json:"change_method"`
-	Points            int        `json:"points"`
-	Ranking           []rcRanked `json:"ranking"`
+	Verdict      string     `json:"verdict"`
+	ChangeLow    rcNum      `json:"change_low"`
+	ChangeHigh   rcNum      `json:"change_high"`
+	ChangeMethod string     `json:"change_method"`
+	Points       int        `json:"points"`
+	Ranking      []rcRanked `json:"ranking"`
 	// Baseline is plain BARO at the same change point, for comparison.
 	Baseline []rcBaro `json:"baseline"`
 	Graph    rcGraph  `json:"graph"`
@@ -574,10 +439,9 @@ var rcKinds = map[string]string{
 	rca.FamilyWorkload: "serving", rca.FamilyEngine: "serving",
 }
 
-// rcStages are the nodes that are tailroot stages.
-var rcStages = map[string]bool{"queue": true, "tokenize": true, "prefill": true, "decode": true}
-
-func (h *rootCause) response(req *rcRequest, res *rca.Result, target causal.Series, cands []rca.Candidate, ts func(int) time.Time) *rcData {
+func (h *rootCause) response(req *rcRequest, res *causalfn.RootCauseResult) *rcData {
+	target, cands := res.Target, res.Candidates
+	ts := func(k int) time.Time { return time.UnixMilli(res.T[k]) }
 	byName := map[string]int{}
 	for i, c := range cands {
 		byName[c.Name] = i
@@ -625,16 +489,17 @@ func (h *rootCause) response(req *rcRequest, res *rca.Result, target causal.Seri
 			Candidate: r.Name, Score: rcNum(r.Score), PAdjusted: rcNum(r.QValue), Rank: r.Rank,
 			Node: r.Node, Family: r.Family, BAROScore: rcNum(r.BARO), Shift: rcNum(r.Shift), PValue: rcNum(r.PValue),
 			Anomalous: r.Anomalous, ExplainedBy: r.Explained, Parents: r.Parents, Labels: r.Labels,
-			Stage: h.stageOf(r, func(node string) *rca.Ranked { return best[node][group(r)] }),
+			Stage: h.graph.StageOf(r.Node, func(node string) float64 {
+				if x := best[node][group(r)]; x != nil {
+					return x.Score
+				}
+				return math.Inf(-1)
+			}),
 			Host: r.Join.Host, JoinedBy: r.Join.How, Precedes: r.Precedes, Informative: r.Informative,
 			GrangerQ: rcNum(r.GrangerQ), Bypassed: r.Bypassed, Reason: r.Reason,
 		}
-		if req.maxLag > 0 {
-			x := causal.Series{Name: r.Name, Values: cands[byName[r.Name]].Values}
-			if cc, err := causal.PrewhitenedCCF(x, target, req.maxLag, -1); err == nil {
-				lag := cc.BestLag
-				it.Lag = &lag
-			}
+		if lag, ok := res.Lag[r.Name]; ok {
+			it.Lag = &lag
 		}
 		d.Ranking = append(d.Ranking, it)
 	}
@@ -682,51 +547,8 @@ func (h *rootCause) response(req *rcRequest, res *rca.Result, target causal.Seri
 		}
 		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: e.From, Target: e.To, Weight: rcNum(w), PAdjusted: rcNum(math.NaN())})
 	}
-	if n, ok := rca.NodeFor(rcFamily(req.target), nil); ok {
+	if n, ok := rca.NodeFor(causalfn.FamilyOf(req.target), nil); ok {
 		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: n, Target: "target", Weight: rcNum(1), PAdjusted: rcNum(math.NaN())})
 	}
 	return d
-}
-
-// stageOf is the canonical stage candidate r acts on: its own node if that
-// is one, else among the nearest stages downstream of it (direct children
-// first, then grandchildren, …) the one whose candidate in r's group scores
-// highest, else "".
-func (h *rootCause) stageOf(r *rca.Ranked, inGroup func(string) *rca.Ranked) string {
-	if rcStages[r.Node] {
-		return r.Node
-	}
-	if r.Node == "" {
-		return ""
-	}
-	seen := map[string]bool{r.Node: true}
-	level := []string{r.Node}
-	for len(level) > 0 {
-		var next []string
-		stage, score := "", math.Inf(-1)
-		for _, n := range level {
-			for _, c := range h.graph.Children(n) {
-				if seen[c] {
-					continue
-				}
-				seen[c] = true
-				next = append(next, c)
-				if !rcStages[c] {
-					continue
-				}
-				s := math.Inf(-1)
-				if x := inGroup(c); x != nil {
-					s = x.Score
-				}
-				if stage == "" || s > score {
-					stage, score = c, s
-				}
-			}
-		}
-		if stage != "" {
-			return stage
-		}
-		level = next
-	}
-	return ""
 }

@@ -66,6 +66,7 @@ type rcAnswer struct {
 	Warnings  []string `json:"warnings"`
 	Data      struct {
 		ChangeAt *float64 `json:"change_at"`
+		Verdict  string   `json:"verdict"`
 		Ranking  []struct {
 			Candidate string   `json:"candidate"`
 			Score     *float64 `json:"score"`

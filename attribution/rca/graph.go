@@ -2,6 +2,7 @@ package rca
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -163,6 +164,50 @@ func (g *Graph) FirstStages(name string) map[string]bool {
 	walk(name)
 	return out
 }
+
+// StageOf is the canonical stage a candidate on node acts on: node itself
+// if it is a tailroot stage (queue, tokenize, prefill, decode), else among
+// the nearest such stages downstream (children first, then
+// grandchildren, …) the one score rates highest, else "". score gives
+// the score of a node's candidate in the candidate's group (−Inf when
+// none).
+func (g *Graph) StageOf(node string, score func(node string) float64) string {
+	if canonicalStages[node] {
+		return node
+	}
+	if node == "" {
+		return ""
+	}
+	seen := map[string]bool{node: true}
+	level := []string{node}
+	for len(level) > 0 {
+		var next []string
+		stage, best := "", math.Inf(-1)
+		for _, n := range level {
+			for _, c := range g.Children(n) {
+				if seen[c] {
+					continue
+				}
+				seen[c] = true
+				next = append(next, c)
+				if !canonicalStages[c] {
+					continue
+				}
+				if s := score(c); stage == "" || s > best {
+					stage, best = c, s
+				}
+			}
+		}
+		if stage != "" {
+			return stage
+		}
+		level = next
+	}
+	return ""
+}
+
+// canonicalStages are the graph nodes that are tailroot stages.
+var canonicalStages = map[string]bool{"queue": true, "tokenize": true, "prefill": true, "decode": true}
 
 // Node0 is Node without the ok result: the zero Node when name is unknown.
 func (g *Graph) Node0(name string) Node {

@@ -33,8 +33,11 @@ type Input struct {
 	// Family is the metric the series' expression selects when the series
 	// itself has no name (rate(x[1m]) drops it); "" if unknown.
 	Family string
-	T      []int64
-	V      []float64
+	// Node, when set, is the serving-graph node of a candidate, overriding
+	// the mapping by name (rca.Candidate.Node).
+	Node string
+	T    []int64
+	V    []float64
 }
 
 func (in Input) series() series {
@@ -170,6 +173,7 @@ func RootCause(target Input, cands []Input, opts RootCauseOptions) (*RootCauseRe
 	seen := map[string]bool{}
 	kept := []*series{&tgt}
 	var keptIn []series
+	var nodes []string
 	for _, c := range cands {
 		s := c.series()
 		id := s.id()
@@ -188,6 +192,7 @@ func RootCause(target Input, cands []Input, opts RootCauseOptions) (*RootCauseRe
 			continue
 		}
 		keptIn = append(keptIn, s)
+		nodes = append(nodes, c.Node)
 	}
 	for i := range keptIn {
 		kept = append(kept, &keptIn[i])
@@ -201,7 +206,7 @@ func RootCause(target Input, cands []Input, opts RootCauseOptions) (*RootCauseRe
 	res.Candidates = make([]rca.Candidate, len(keptIn))
 	for i := range keptIn {
 		s := &keptIn[i]
-		res.Candidates[i] = rca.Candidate{Name: s.id(), Metric: s.name(), Labels: s.labels.Map(), Values: vals[i+1]}
+		res.Candidates[i] = rca.Candidate{Name: s.id(), Metric: s.name(), Node: nodes[i], Labels: s.labels.Map(), Values: vals[i+1]}
 	}
 	ro := opts.Rank
 	ro.ChangePoint = 0
