@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 
@@ -30,21 +31,26 @@ type RootCauseOptions struct {
 	MaxPoints int
 	// Timeout bounds the queries of one request. 0 = 2m.
 	Timeout time.Duration
-	// Candidates are evaluated when a request names none. nil =
-	// DefaultRootCauseCandidates().
+	// Candidates are evaluated when a request names none. nil = discover
+	// them from what is stored in the window (causalfn.Discover).
 	Candidates []CandidateQuery
+	// Metadata gives metric families' types for discovery (a
+	// *tsdb.MetadataStore); nil = read types from names.
+	Metadata MetadataGetter
+}
+
+// MetadataGetter is the metadata store's lookup (tsdb.MetadataStore.Get).
+type MetadataGetter interface {
+	Get(metric string, limit, limitPerMetric int) map[string][]metadata.Metadata
 }
 
 // CandidateQuery is a PromQL expression whose series are root-cause
-// candidates. Metric names what the series measure when the expression
-// drops the metric name (rate, sum); Node, when set, overrides the
-// candidate's graph node (see rca.NodeFor).
-type CandidateQuery struct {
-	Metric, Node, Query string
-}
+// candidates (causalfn.CandidateQuery).
+type CandidateQuery = causalfn.CandidateQuery
 
-// DefaultRootCauseCandidates is the candidate set for requests without one:
-// per instance, the vLLM, tailroot-agent and dcgm-exporter series the
+// DefaultRootCauseCandidates is a fixed candidate set (the default before
+// candidates were discovered from what is stored): per instance, the vLLM,
+// tailroot-agent and dcgm-exporter series the
 // serving graph knows, as rates (counters), means (histograms: rate of
 // _sum over rate of _count) or values (gauges) over 1m windows, and the
 // frontend residual (TTFT minus queue and prefill time).
@@ -92,7 +98,7 @@ func rcMeanQuery(m string) string {
 //
 // Parameters: target (one series, required); candidates (repeatable; each
 // an expression whose series are candidates, a selector included; default
-// DefaultRootCauseCandidates); start, end (Unix seconds or RFC 3339,
+// discovered from the stored metric families, causalfn.Discover); start, end (Unix seconds or RFC 3339,
 // required); step (duration or seconds, default 15s); change_at (Unix
 // seconds; detected when absent); alpha (false discovery rate, default
 // 0.05); max_lag (steps searched for each candidate's lead over the target
@@ -112,9 +118,6 @@ func NewRootCauseHandler(engine promql.QueryEngine, q storage.Queryable, opts Ro
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute
-	}
-	if opts.Candidates == nil {
-		opts.Candidates = DefaultRootCauseCandidates()
 	}
 	return &rootCause{engine: engine, q: q, opts: opts, graph: rca.ServingGraph()}
 }
@@ -190,7 +193,7 @@ func (h *rootCause) parse(r *http.Request) (*rcRequest, *rcError) {
 		}
 	}
 	if len(req.candidates) == 0 {
-		req.candidates = h.opts.Candidates
+		req.candidates = h.opts.Candidates // nil: discovered in run
 	}
 	var err error
 	if req.start, err = rcParseTime(f.Get("start"), "start"); err != nil {
@@ -306,8 +309,27 @@ func (h *rootCause) run(ctx context.Context, req *rcRequest) (*rcData, []string,
 	if len(tm) != 1 {
 		return nil, nil, rcBadData("target %q has %d series in the window, want 1: aggregate it, e.g. max(…) or histogram_quantile(0.99, sum by (le) (…))", req.target, len(tm))
 	}
+	var warnings []string
+	queries := req.candidates
+	if queries == nil {
+		do := causalfn.DiscoverOptions{}
+		if md := h.opts.Metadata; md != nil {
+			do.Types = func(fam string) string {
+				for _, m := range md.Get(fam, 1, 1)[fam] {
+					return string(m.Type)
+				}
+				return ""
+			}
+		}
+		var notes []string
+		var err error
+		if queries, notes, err = causalfn.Discover(ctx, h.q, req.start, req.end, do); err != nil {
+			return nil, nil, &rcError{http.StatusUnprocessableEntity, "execution", err}
+		}
+		warnings = append(warnings, notes...)
+	}
 	var cands []causalfn.Input
-	for _, cq := range req.candidates {
+	for _, cq := range queries {
 		m, aerr := h.load(ctx, req, "candidates", cq.Query)
 		if aerr != nil {
 			return nil, nil, aerr
@@ -328,7 +350,7 @@ func (h *rootCause) run(ctx context.Context, req *rcRequest) (*rcData, []string,
 	if err != nil {
 		return nil, nil, rcBadData("rank: %v", err)
 	}
-	return h.response(req, res), res.Warnings, nil
+	return h.response(req, res), append(warnings, res.Warnings...), nil
 }
 
 // rcNum is a JSON number that encodes NaN and ±Inf as null.

@@ -55,7 +55,7 @@ func newRCFixture(t *testing.T, fault sim.FaultKind) *rcFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ng.Close() })
-	return &rcFixture{inc: inc, handler: NewRootCauseHandler(ng, db, RootCauseOptions{})}
+	return &rcFixture{inc: inc, handler: NewRootCauseHandler(ng, db, RootCauseOptions{Candidates: DefaultRootCauseCandidates()})}
 }
 
 // rcAnswer mirrors the contract's rootcause answer.

@@ -313,7 +313,7 @@ func serve(args []string) error {
 		c.peers.register(r, recs.Store())
 		evAPI.Register(r)
 		attribution.Register(r)
-		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, global, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, global, api.RootCauseOptions{Metadata: db.Metadata})).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, global)).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
