@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tailroot/tailroot/sim/rcaeval"
 	"github.com/tailroot/tailroot/sim"
+	"github.com/tailroot/tailroot/sim/rcaeval"
 )
 
 // evalRCACommand runs `tailroot eval-rca`: it generates incidents with known

@@ -47,10 +47,10 @@ type FleetCase struct {
 	// first true cause (0: missed, or a verdict other than "incident"),
 	// BARORank plain BARO's at BOCPD's change point, LSRank BARO's at the
 	// least-squares change point.
-	Verdict                         string
-	TailrootRank, BARORank, LSRank  int
-	TailrootTop, BAROTop, LSTop     string
-	Candidates                      int
+	Verdict                        string
+	TailrootRank, BARORank, LSRank int
+	TailrootTop, BAROTop, LSTop    string
+	Candidates                     int
 	// OnsetError is each change-point method's |estimate − true onset| in
 	// minutes (fault cases only); Covered whether the least-squares 95 %
 	// set holds the true onset.
