@@ -19,7 +19,14 @@
 // testing, Li et al., KDD 2022), tests the residual for a level shift with
 // Newey–West errors, controls the false discovery rate with
 // Benjamini–Hochberg within each node family, and demotes candidates with
-// an anomalous ancestor (descendant adjustment). See Rank for the formulas.
+// an anomalous ancestor (descendant adjustment). A candidate ranks as a
+// root cause only if it also passes causal checks that reject decoys: it
+// changes before or with the target, its fluctuations predict the target
+// beyond the change itself (an incremental-prediction F-test conditional on
+// the step, AIC lag, Benjamini–Hochberg), and the stages it acts on moved.
+// Result.Verdict says "no incident" when the target did not change and
+// "unexplained" when nothing passing the checks explains it. See Rank for
+// the formulas and Onset for the change-point methods.
 //
 // # The serving graph
 //
@@ -119,8 +126,10 @@
 //
 // # Groups
 //
-// Graph edges link candidates of the same group only: by default those with
-// equal "instance" labels (Options.GroupLabels), so instance A's SM clock
-// explains instance A's prefill, not B's. A candidate without the grouping
-// labels (a fleet-wide series) links to every group.
+// Graph edges link candidates of the same group only: by default those of
+// one host (JoinHosts: host labels, instance without port, pod, GPU UUID),
+// because one machine's exporters carry different instance labels; with
+// Options.GroupLabels, those with equal labels. Instance A's SM clock
+// explains instance A's prefill, not B's. A candidate without any of them
+// (a fleet-wide series) links to every group.
 package rca
