@@ -67,9 +67,10 @@ type Options struct {
 	// change itself; the lag is chosen by AIC. 0 = 4 (one minute at 15 s,
 	// the width of a rate(…[1m]) window).
 	MaxLag int
-	// LeadTolerance is how many steps after the target's change a
-	// candidate's own change may come and still count as "before or with"
-	// it (rate windows and scrape offsets smear onsets). 0 = 4.
+	// LeadTolerance is how many steps after the upper end of the target's
+	// 95 % change-time set a candidate's own change may come and still
+	// count as "before or with" it (rate windows and scrape offsets smear
+	// onsets). 0 = 4.
 	LeadTolerance int
 	// MinTargetZ and MinTargetChange decide whether the target changed at
 	// all: its mean shift at the change point must have |z| ≥ MinTargetZ
@@ -126,8 +127,9 @@ type Ranked struct {
 	Join Join
 	// Onset is the candidate's own least-squares change point and Lead =
 	// (the target's least-squares change point) − Onset the steps it moved
-	// before the target (negative: after). Precedes is Lead ≥ −LeadTolerance. Both are computed for
-	// anomalous candidates only (Onset −1 otherwise).
+	// before the target (negative: after). Precedes is Onset ≤ (the upper
+	// end of the target's 95 % change-time set) + LeadTolerance. Both are
+	// computed for anomalous candidates only (Onset −1 otherwise).
 	Onset, Lead int
 	Precedes    bool
 	// GrangerP is the p-value of the incremental-prediction F-test "the
@@ -331,6 +333,9 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	}
 
 	st := newStats(n, cp)
+	// rawShift is each candidate's own Shift, before its parents explain
+	// any of it: what the bypass check asks of a stage.
+	rawShift := make([]float64, len(cands))
 	hacLag := opts.HACLag
 	if hacLag <= 0 {
 		hacLag = int(math.Ceil(math.Sqrt(float64(n))))
@@ -351,6 +356,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 			rk[i].Parents = append(rk[i].Parents, cands[j].Name)
 		}
 		rk[i].Score, rk[i].At, rk[i].Shift = st.robust(resid, st.scale(c.Values)*1e-6)
+		_, _, rawShift[i] = st.robust(c.Values, st.scale(c.Values)*1e-6)
 		rk[i].PValue = st.shiftTest(resid, hacLag)
 	}
 
@@ -385,7 +391,8 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	// A mapped candidate whose stages did not move cannot have moved the
 	// target: when some of the first stage nodes downstream of it (on each
 	// path, the stage it acts on directly) have candidates in its group
-	// and none of them is anomalous, it is
+	// and none of them shifted by MinShift IQRs (their own values, not the
+	// residual: a stage its parents explain still moved), it is
 	// Bypassed (a backup job's network burst while the frontend time
 	// stays flat).
 	for i := range rk {
@@ -397,7 +404,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 			for _, j := range byNode[st] {
 				if linked(i, j) {
 					seen++
-					moved = moved || rk[j].Anomalous
+					moved = moved || rawShift[j] >= minShift
 				}
 			}
 		}
@@ -511,19 +518,28 @@ func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, o
 			impulses = append(impulses, d)
 		}
 	}
+	// Both sides are standardised within each regime (median and IQR
+	// before and after the change): the test asks whether they co-move,
+	// and a series whose spread jumps with its level (a ×20 burst) must
+	// not pass for informative through the change of scale.
+	ys := perRegime(target.Values, cp)
 	var idx []int
 	var ps []float64
 	// Onsets are compared by one method on both sides: the least-squares
 	// split of the target, whatever found the change point.
-	tk, _ := newCumsum(target.Values).bestSplit(0, n, 2, n-2)
+	tc, err := Onset(target, MethodMeanShift, opts.MinBefore)
+	if err != nil {
+		tc = Change{At: cp, High: cp}
+	}
+	tk := tc.At
 	for i, c := range cands {
 		if rk[i].Anomalous {
 			cs := newCumsum(c.Values)
 			k, _ := cs.bestSplit(0, n, 2, n-2)
 			rk[i].Onset, rk[i].Lead = k, tk-k
-			rk[i].Precedes = rk[i].Lead >= -tol
+			rk[i].Precedes = k <= tc.High+tol
 		}
-		p, lag, ok := incremental(target.Values, c.Values, step, impulses, maxLag)
+		p, lag, ok := incremental(ys, perRegime(c.Values, cp), step, impulses, maxLag)
 		if !ok {
 			continue
 		}
@@ -603,6 +619,25 @@ func incremental(y, x, step []float64, impulses [][]float64, maxLag int) (p floa
 		bestAIC, p, lag, ok = aic, pv, L, true
 	}
 	return p, lag, ok
+}
+
+// perRegime returns (x − median)/IQR computed separately over x[:cp] and
+// x[cp:] (IQR 1 where it is 0).
+func perRegime(x []float64, cp int) []float64 {
+	out := make([]float64, len(x))
+	for _, r := range [][2]int{{0, cp}, {cp, len(x)}} {
+		seg := slices.Clone(x[r[0]:r[1]])
+		slices.Sort(seg)
+		med := quantileSorted(seg, 0.5)
+		iqr := quantileSorted(seg, 0.75) - quantileSorted(seg, 0.25)
+		if !(iqr > 0) {
+			iqr = 1
+		}
+		for t := r[0]; t < r[1]; t++ {
+			out[t] = (x[t] - med) / iqr
+		}
+	}
+	return out
 }
 
 // reason explains a row's place in words.
