@@ -26,7 +26,7 @@ func evalRCACommand(args []string) error {
 	parallel := fs.Int("parallel", 0, "incidents generated and ranked at once (0: one per CPU)")
 	misses := fs.Bool("misses", false, "also list the cases where tailroot's first candidate is not the root cause")
 	asJSON := fs.Bool("json", false, "print every case as JSON instead of the table")
-	suite := fs.String("suite", rcaeval.SuiteServing, "incident suite: serving (the simulator's serving graph) or fleet (sim/fleet: exporters' own names, decoys, mild faults, fault-free windows; --cases seeds per class)")
+	suite := fs.String("suite", rcaeval.SuiteServing, "incident suite: serving (the simulator's serving graph) or fleet (sim/fleet: exporters' own names, decoys, mild faults, fault-free windows; --cases seeds per class from --seed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func evalRCACommand(args []string) error {
 	switch *suite {
 	case rcaeval.SuiteServing:
 	case rcaeval.SuiteFleet:
-		return evalFleet(*cases, *misses, *asJSON)
+		return evalFleet(*cases, *seed, *misses, *asJSON)
 	default:
 		return fmt.Errorf("--suite %q: want %s or %s", *suite, rcaeval.SuiteServing, rcaeval.SuiteFleet)
 	}
@@ -84,11 +84,11 @@ func evalRCACommand(args []string) error {
 	return nil
 }
 
-// evalFleet runs the fleet suite with seeds 1..seeds per class.
-func evalFleet(seeds int, misses, asJSON bool) error {
+// evalFleet runs the fleet suite with seeds first..first+seeds−1 per class.
+func evalFleet(seeds int, first uint64, misses, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := rcaeval.RunFleet(ctx, rcaeval.FleetOptions{Seeds: seeds})
+	rep, err := rcaeval.RunFleet(ctx, rcaeval.FleetOptions{Seeds: seeds, FirstSeed: first})
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func evalFleet(seeds int, misses, asJSON bool) error {
 		}
 		return nil
 	}
-	fmt.Printf("fleet suite, seeds 1..%d per class: two hosts, vLLM + dcgm-exporter + node-exporter, two hours at 15 s\n\n", seeds)
+	fmt.Printf("fleet suite, seeds %d..%d per class: two hosts, vLLM + dcgm-exporter + node-exporter, two hours at 15 s\n\n", first, first+uint64(seeds)-1)
 	if err := rep.WriteTable(os.Stdout); err != nil {
 		return err
 	}

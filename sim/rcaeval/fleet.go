@@ -30,8 +30,9 @@ const (
 
 // FleetOptions configures RunFleet. Zero values select the defaults.
 type FleetOptions struct {
-	// Seeds per class: seeds 1..Seeds. 0 = 5.
-	Seeds int
+	// Seeds per class: FirstSeed..FirstSeed+Seeds−1. 0 = 5 and 1.
+	Seeds     int
+	FirstSeed uint64
 	// Classes to run. nil = fleet.Classes().
 	Classes []fleet.Class
 	// Rank configures tailroot's ranking (ChangePoint is ignored).
@@ -80,14 +81,17 @@ func RunFleet(ctx context.Context, opts FleetOptions) (*FleetReport, error) {
 	if opts.Classes == nil {
 		opts.Classes = fleet.Classes()
 	}
+	if opts.FirstSeed == 0 {
+		opts.FirstSeed = 1
+	}
 	type job struct {
 		c    fleet.Class
 		seed uint64
 	}
 	var jobs []job
 	for _, c := range opts.Classes {
-		for s := 1; s <= opts.Seeds; s++ {
-			jobs = append(jobs, job{c, uint64(s)})
+		for s := range uint64(opts.Seeds) {
+			jobs = append(jobs, job{c, opts.FirstSeed + s})
 		}
 	}
 	start := time.Now()

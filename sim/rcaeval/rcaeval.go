@@ -172,7 +172,7 @@ func runCase(k sim.FaultKind, seed uint64, ro rca.Options) (CaseResult, error) {
 		}
 	}
 	// The target is whichever model latency changes more clearly: the
-	// change point of each (rca.ChangePoint), then the larger shift of the
+	// change point of each (rca.Onset, the ranking's default method), then the larger shift of the
 	// median across it, in units of the interquartile range before it. The
 	// ground truth is not consulted.
 	var target sim.Signal
@@ -180,10 +180,11 @@ func runCase(k sim.FaultKind, seed uint64, ro rca.Options) (CaseResult, error) {
 	for _, m := range targets {
 		t := inc.ModelMean(m)
 		ts := causal.Series{Name: t.Name, Values: t.Values}
-		c, _, err := rca.ChangePoint(ts, ro)
+		ch, err := rca.Onset(ts, ro.ChangeMethod, ro.MinBefore)
 		if err != nil {
 			return CaseResult{}, err
 		}
+		c := ch.At
 		if sh := medianShift(t.Values, c); sh > best {
 			target, cp, best = t, c, sh
 		}
