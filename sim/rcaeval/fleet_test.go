@@ -41,7 +41,6 @@ func TestFleetSuite(t *testing.T) {
 		t.Errorf("least-squares 95%% set covers %.2f of onsets", cov)
 	}
 	for _, c := range rep.Cases {
-		t.Logf("%s/%d target z %.1f change %.3f", c.Class, c.Seed, c.TargetZ, c.TargetChange)
 		if c.Truth.Fault && c.TailrootRank != 1 {
 			t.Logf("miss %s/%d verdict %q rank %d (BARO %d) top %s", c.Class, c.Seed, c.Verdict, c.TailrootRank, c.BARORank, c.TailrootTop)
 		}
