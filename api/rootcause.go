@@ -462,62 +462,28 @@ var rcKinds = map[string]string{
 }
 
 func (h *rootCause) response(req *rcRequest, res *causalfn.RootCauseResult) *rcData {
-	target, cands := res.Target, res.Candidates
-	ts := func(k int) time.Time { return time.UnixMilli(res.T[k]) }
-	byName := map[string]int{}
-	for i, c := range cands {
-		byName[c.Name] = i
-	}
+	ts := func(k int) rcNum { return rcNum(float64(res.T[k]) / 1000) }
 	d := &rcData{
-		ChangeAt:          rcNum(float64(ts(res.ChangePoint).UnixMilli()) / 1000),
+		ChangeAt:          ts(res.ChangePoint),
 		ChangeProbability: rcNum(res.ChangeProb),
 		Verdict:           res.Verdict,
-		ChangeLow:         rcNum(float64(ts(res.Change.Low).UnixMilli()) / 1000),
-		ChangeHigh:        rcNum(float64(ts(res.Change.High).UnixMilli()) / 1000),
+		ChangeLow:         ts(res.Change.Low),
+		ChangeHigh:        ts(res.Change.High),
 		ChangeMethod:      res.Change.Method,
-		Points:            len(target.Values),
+		Points:            len(res.Target.Values),
 		// Empty lists, not null, when nothing was ranked.
 		Ranking:  []rcRanked{},
 		Baseline: []rcBaro{},
 	}
-	group := func(r *rca.Ranked) string {
-		if req.group == nil {
-			return r.Join.Host
-		}
-		var b strings.Builder
-		for _, g := range req.group {
-			b.WriteString(r.Labels[g])
-			b.WriteByte(0)
-		}
-		return b.String()
-	}
-	// best[node][group] is the highest-scoring candidate of node in group.
-	best := map[string]map[string]*rca.Ranked{}
-	for i := range res.Ranking {
-		r := &res.Ranking[i]
-		if r.Node == "" {
-			continue
-		}
-		if best[r.Node] == nil {
-			best[r.Node] = map[string]*rca.Ranked{}
-		}
-		if b := best[r.Node][group(r)]; b == nil || r.Score > b.Score {
-			best[r.Node][group(r)] = r
-		}
-	}
+	sum := causalfn.Summarize(res, h.graph, causalfn.GroupKey(req.group), causalfn.FamilyOf(req.target))
 	for i := range res.Ranking {
 		r := &res.Ranking[i]
 		it := rcRanked{
 			Candidate: r.Name, Score: rcNum(r.Score), PAdjusted: rcNum(r.QValue), Rank: r.Rank,
 			Node: r.Node, Family: r.Family, BAROScore: rcNum(r.BARO), Shift: rcNum(r.Shift), PValue: rcNum(r.PValue),
 			Anomalous: r.Anomalous, ExplainedBy: r.Explained, Parents: r.Parents, Labels: r.Labels,
-			Stage: h.graph.StageOf(r.Node, func(node string) float64 {
-				if x := best[node][group(r)]; x != nil {
-					return x.Score
-				}
-				return math.Inf(-1)
-			}),
-			Host: r.Join.Host, JoinedBy: r.Join.How, Precedes: r.Precedes, Informative: r.Informative,
+			Stage: sum.Stage[r.Name],
+			Host:  r.Join.Host, JoinedBy: r.Join.How, Precedes: r.Precedes, Informative: r.Informative,
 			GrangerQ: rcNum(r.GrangerQ), Bypassed: r.Bypassed, Reason: r.Reason,
 		}
 		if lag, ok := res.Lag[r.Name]; ok {
@@ -528,49 +494,15 @@ func (h *rootCause) response(req *rcRequest, res *causalfn.RootCauseResult) *rcD
 	for i, b := range res.Baseline {
 		d.Baseline = append(d.Baseline, rcBaro{Candidate: b.Name, Score: rcNum(b.Score), Rank: i + 1})
 	}
-
-	// The graph: every serving-graph node, the target, and the edges, with
-	// the candidates of the top-ranked candidate's group.
-	topGroup := ""
-	if len(res.Ranking) > 0 {
-		topGroup = group(&res.Ranking[0])
-	}
-	rep := func(node string) *rca.Ranked {
-		if r := best[node][topGroup]; r != nil {
-			return r
+	for _, n := range sum.Nodes {
+		kind := rcKinds[n.Family]
+		if n.ID == "target" {
+			kind = "target"
 		}
-		var out *rca.Ranked
-		for _, r := range best[node] {
-			if out == nil || r.Score > out.Score {
-				out = r
-			}
-		}
-		return out
+		d.Graph.Nodes = append(d.Graph.Nodes, rcNode{ID: n.ID, Title: n.Title, Kind: kind, Score: rcNum(n.Score), Candidates: n.Candidates})
 	}
-	counts := map[string]int{}
-	for _, c := range res.Ranking {
-		counts[c.Node]++
-	}
-	d.Graph.Nodes = append(d.Graph.Nodes, rcNode{ID: "target", Title: target.Name, Kind: "target", Score: rcNum(math.NaN())})
-	for _, n := range h.graph.Nodes {
-		score := math.NaN()
-		if r := rep(n.Name); r != nil {
-			score = r.Score
-		}
-		d.Graph.Nodes = append(d.Graph.Nodes, rcNode{ID: n.Name, Title: n.Title, Kind: rcKinds[n.Family], Score: rcNum(score), Candidates: counts[n.Name]})
-	}
-	for _, e := range h.graph.Edges {
-		w := math.NaN()
-		a, b := rep(e.From), rep(e.To)
-		if a != nil && b != nil {
-			if r, ok := rca.Correlation(cands[byName[a.Name]].Values, cands[byName[b.Name]].Values); ok {
-				w = math.Abs(r)
-			}
-		}
-		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: e.From, Target: e.To, Weight: rcNum(w), PAdjusted: rcNum(math.NaN())})
-	}
-	if n, ok := rca.NodeFor(causalfn.FamilyOf(req.target), nil); ok {
-		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: n, Target: "target", Weight: rcNum(1), PAdjusted: rcNum(math.NaN())})
+	for _, e := range sum.Edges {
+		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: e.Source, Target: e.Target, Weight: rcNum(e.Weight), PAdjusted: rcNum(math.NaN())})
 	}
 	return d
 }
