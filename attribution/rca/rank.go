@@ -184,8 +184,8 @@ const (
 // Rank ranks root-cause candidates for a change in target (for example a
 // model's P99 or mean latency):
 //
-//  1. The change point c is BOCPD's most likely one on the target
-//     (causal.BOCPD) unless Options.ChangePoint gives it.
+//  1. The change point c is Onset's (Options.ChangeMethod, default the
+//     least-squares split on ranks) unless Options.ChangePoint gives it.
 //  2. Each candidate x is mapped to a graph node (NodeFor) and regressed, by
 //     OLS over t < c, on the series of its node's graph parents in its
 //     group (regression-based hypothesis testing, Li et al., "Causal
@@ -205,11 +205,22 @@ const (
 //     somewhere and moves everything downstream; the regression cannot
 //     always tell (a parent that never varied before the change teaches it
 //     nothing, and queues grow nonlinearly), but the graph can.
-//  5. Ranking: anomalous and unexplained first, by Shift (a fault moves
-//     its root cause for as long as it lasts; a noisy series crosses the
-//     threshold by a little, and its one-point maximum says less), then
-//     anomalous and explained, then the rest, both by Score; ties go
-//     upstream first (graph level), then to input order.
+//  5. Causal checks (checkCauses): Precedes (its own least-squares onset
+//     is no later than the target's 95 % change-time set allows),
+//     Informative (incremental-prediction F-test conditional on the step,
+//     BH across candidates) and not Bypassed (a stage it acts on moved). A
+//     candidate passing them (an untestable mapped one passes on the
+//     graph's word) can be a root cause; explanation prefers an upstream
+//     candidate that passes.
+//  6. Ranking: passing and not explained by a passing candidate first, by
+//     Shift (a fault moves its root cause for as long as it lasts; a noisy
+//     series crosses the threshold by a little, and its one-point maximum
+//     says less), then passing and explained, then anomalous but failing,
+//     then the rest, all but the first by Score; ties go upstream first
+//     (graph level), then to input order. Each row gets a Reason.
+//  7. Verdict: VerdictNoIncident when the target's own change is under
+//     MinTargetZ or MinTargetChange, VerdictUnexplained when the first row
+//     does not pass the checks, else VerdictIncident.
 //
 // Candidates must be aligned with target (one value per target point).
 // Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
