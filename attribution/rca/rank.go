@@ -138,8 +138,9 @@ type Ranked struct {
 	// (Granger's test with the instantaneous term, since rate windows make
 	// cause and effect move in the same step), at the L in 0..MaxLag that
 	// minimises AIC; GrangerLag is L. GrangerQ is its Benjamini–Hochberg
-	// adjustment across candidates. NaN when untestable (a candidate that
-	// only steps, or is constant).
+	// adjustment across the anomalous candidates (only they are tested).
+	// NaN when untested or untestable (a candidate that only steps, or is
+	// constant).
 	GrangerP, GrangerQ float64
 	GrangerLag         int
 	// Informative is GrangerQ ≤ Alpha.
@@ -550,6 +551,9 @@ func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, o
 			rk[i].Onset, rk[i].Lead = k, tk-k
 			rk[i].Precedes = k <= tc.High+tol
 		}
+		if !rk[i].Anomalous {
+			continue // only anomalous candidates can be root causes
+		}
 		p, lag, ok := incremental(ys, perRegime(c.Values, cp), step, impulses, maxLag)
 		if !ok {
 			continue
@@ -672,6 +676,7 @@ func reason(r *Ranked, tier int, alpha, minShift float64) string {
 		}
 	}
 	switch {
+	case !r.Anomalous:
 	case math.IsNaN(r.GrangerQ):
 		b.WriteString("; no information test (it only steps or is constant)")
 	case r.Informative:
