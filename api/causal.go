@@ -11,9 +11,8 @@ import (
 
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
-	"gonum.org/v1/gonum/stat/distuv"
 
-	"github.com/tailroot/tailroot/attribution/causal"
+	"github.com/tailroot/tailroot/query/causalfn"
 )
 
 // NewCausalHandler serves GET/POST /api/v1/attribution/causal: the effect
@@ -23,16 +22,19 @@ import (
 // Parameters: outcome, treatment (PromQL, one series each), confounder
 // (repeatable), method = backdoor | granger | ccf, max_lag (steps, 10),
 // level (0.95), start, end, step (15s). The expressions are evaluated as
-// range queries on the start/end/step grid; only steps where every series
-// has a value are used, and the answer says how many (n).
+// range queries on the start/end/step grid and analysed by causalfn.Effect;
+// only steps where every series has a value are used, and the answer says
+// how many (n).
 //
 //   - backdoor: OLS outcome ~ 1 + treatment + confounders with Newey–West
 //     errors (causal.BackdoorEffect); effect is the treatment coefficient,
 //     lower/upper effect ∓ z_{(1+level)/2}·se, p its two-sided p-value; the
 //     counterfactual is the outcome had the treatment stayed at its mean
-//     over the first quarter of the window (causal.Counterfactual).
-//   - granger: the F-test at the lag BIC picks (causal.Granger with the
-//     confounders as conditioning series); effect is F, lower/upper null.
+//     over the first quarter of the window (causalfn.BaselineShare).
+//   - granger: the F-test at the lag AIC picks (causalfn.GrangerBest, as
+//     granger() does, with the confounders as conditioning series);
+//     effect is F, lower/upper null. Like ccf it needs aligned points
+//     without a hole (422 naming the gap otherwise).
 //   - ccf: prewhitened lagged correlation (causal.PrewhitenedCCF); effect is
 //     the correlation at the best lag with its Fisher interval (95% only:
 //     another level is refused).
@@ -155,115 +157,53 @@ func parseCausal(r *http.Request) (*causalRequest, *rcError) {
 }
 
 // one evaluates expr on the grid and requires exactly one series.
-func (h *causalHandler) one(ctx context.Context, req *causalRequest, what, expr string) (map[int64]float64, *rcError) {
-	m, aerr := h.rc.rangeQuery(ctx, &req.grid, what, expr)
+func (h *causalHandler) one(ctx context.Context, req *causalRequest, what, expr string) (causalfn.Input, *rcError) {
+	m, aerr := h.rc.load(ctx, &req.grid, what, expr)
 	if aerr != nil {
-		return nil, aerr
+		return causalfn.Input{}, aerr
 	}
 	if len(m) != 1 {
-		return nil, &rcError{http.StatusUnprocessableEntity, "execution", fmt.Errorf("%s %q returned %d series, want exactly one (aggregate it, e.g. avg(...))", what, expr, len(m))}
+		return causalfn.Input{}, &rcError{http.StatusUnprocessableEntity, "execution", fmt.Errorf("%s %q returned %d series, want exactly one (aggregate it, e.g. avg(...))", what, expr, len(m))}
 	}
-	out := make(map[int64]float64, len(m[0].Floats))
-	for _, p := range m[0].Floats {
-		out[p.T] = p.F
-	}
-	return out, nil
+	return m[0], nil
 }
 
+// run loads the series and runs causalfn.Effect, the implementation the
+// PromQL functions share: alignment on common points, lagged methods
+// refused across holes, Granger's lag by AIC.
 func (h *causalHandler) run(ctx context.Context, req *causalRequest) (*causalData, *rcError) {
-	y, aerr := h.one(ctx, req, "outcome", req.outcome)
-	if aerr != nil {
+	er := causalfn.EffectRequest{Method: req.method, MaxLag: req.maxLag, Level: req.level}
+	var aerr *rcError
+	if er.Outcome, aerr = h.one(ctx, req, "outcome", req.outcome); aerr != nil {
 		return nil, aerr
 	}
-	x, aerr := h.one(ctx, req, "treatment", req.treatment)
-	if aerr != nil {
+	if er.Treatment, aerr = h.one(ctx, req, "treatment", req.treatment); aerr != nil {
 		return nil, aerr
 	}
-	zs := make([]map[int64]float64, len(req.confounders))
 	for i, c := range req.confounders {
-		if zs[i], aerr = h.one(ctx, req, fmt.Sprintf("confounder %d", i+1), c); aerr != nil {
+		z, aerr := h.one(ctx, req, fmt.Sprintf("confounder %d", i+1), c)
+		if aerr != nil {
 			return nil, aerr
 		}
+		er.Confounders = append(er.Confounders, z)
 	}
-	// Align on the steps where every series has a value.
-	var ts []int64
-	for t := req.grid.start; !t.After(req.grid.end); t = t.Add(req.grid.step) {
-		ms := t.UnixMilli()
-		_, okY := y[ms]
-		_, okX := x[ms]
-		ok := okY && okX
-		for _, z := range zs {
-			_, okZ := z[ms]
-			ok = ok && okZ
-		}
-		if ok {
-			ts = append(ts, ms)
-		}
+	e, err := causalfn.Effect(er)
+	if err != nil {
+		return nil, &rcError{http.StatusUnprocessableEntity, "execution", fmt.Errorf("%s: %w", req.method, err)}
 	}
-	col := func(name string, m map[int64]float64) causal.Series {
-		s := causal.Series{Name: name, Values: make([]float64, len(ts))}
-		for i, t := range ts {
-			s.Values[i] = m[t]
-		}
-		return s
+	d := &causalData{Method: req.method, Level: req.level, N: e.N, Effect: rcNum(e.Effect), P: rcNum(e.P), Lag: e.Lag}
+	if e.Lower != nil {
+		lo, hi := rcNum(*e.Lower), rcNum(*e.Upper)
+		d.Lower, d.Upper = &lo, &hi
 	}
-	outcome, treatment := col(req.outcome, y), col(req.treatment, x)
-	conf := make([]causal.Series, len(zs))
-	for i, z := range zs {
-		conf[i] = col(req.confounders[i], z)
-	}
-	exec := func(err error) *rcError {
-		return &rcError{http.StatusUnprocessableEntity, "execution", fmt.Errorf("%s on %d aligned steps: %w", req.method, len(ts), err)}
-	}
-	d := &causalData{Method: req.method, Level: req.level, N: len(ts)}
-	switch req.method {
-	case "backdoor":
-		e, err := causal.BackdoorEffect(outcome, treatment, conf, -1)
-		if err != nil {
-			return nil, exec(err)
+	if e.Counterfactual != nil {
+		c := &causalCounterfactual{Timestamps: make([]int64, len(e.T)), Observed: make([]rcNum, len(e.T)), Counterfactual: make([]rcNum, len(e.T))}
+		for i, t := range e.T {
+			c.Timestamps[i] = t / 1000
+			c.Observed[i] = rcNum(e.Observed[i])
+			c.Counterfactual[i] = rcNum(e.Counterfactual[i])
 		}
-		z := distuv.UnitNormal.Quantile((1 + req.level) / 2)
-		lo, hi := rcNum(e.Coef-z*e.StdErr), rcNum(e.Coef+z*e.StdErr)
-		d.Effect, d.Lower, d.Upper, d.P = rcNum(e.Coef), &lo, &hi, rcNum(e.PValue)
-		base := causal.Window{Start: 0, End: max(len(ts)/4, 2)}
-		cf, err := causal.Counterfactual(outcome, treatment, conf, causal.Window{Start: 0, End: len(ts)}, causal.Baseline{Window: base})
-		if err == nil {
-			c := &causalCounterfactual{Timestamps: make([]int64, len(ts)), Observed: make([]rcNum, len(ts)), Counterfactual: make([]rcNum, len(ts))}
-			for i, t := range ts {
-				c.Timestamps[i] = t / 1000
-				c.Observed[i] = rcNum(outcome.Values[i])
-				c.Counterfactual[i] = rcNum(cf.Series[i])
-			}
-			d.Counterfactual = c
-		}
-	case "granger":
-		g, err := causal.Granger(outcome, treatment, conf, req.maxLag)
-		if err != nil {
-			return nil, exec(err)
-		}
-		best := g.Tests[g.BestBIC-1]
-		d.Effect, d.P, d.Lag = rcNum(best.F), rcNum(best.PValue), best.Lag
-	case "ccf":
-		c, err := causal.PrewhitenedCCF(treatment, outcome, req.maxLag, causal.DefaultAROrder(len(ts)))
-		if err != nil {
-			return nil, exec(err)
-		}
-		lo, hi := rcNum(c.Lower), rcNum(c.Upper)
-		d.Effect, d.Lower, d.Upper, d.Lag = rcNum(c.BestCorr), &lo, &hi, c.BestLag
-		// Two-sided p-value of r at the best lag from the Fisher transform,
-		// on the same N as the interval.
-		n := 0
-		for i, l := range c.Lags {
-			if l == c.BestLag {
-				n = c.N[i]
-			}
-		}
-		if n > 3 {
-			zr := math.Atanh(c.BestCorr) * math.Sqrt(float64(n-3))
-			d.P = rcNum(2 * distuv.UnitNormal.Survival(math.Abs(zr)))
-		} else {
-			d.P = rcNum(math.NaN())
-		}
+		d.Counterfactual = c
 	}
 	return d, nil
 }

@@ -7,22 +7,18 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 
-	"github.com/tailroot/tailroot/attribution/causal"
 	"github.com/tailroot/tailroot/attribution/rca"
 	"github.com/tailroot/tailroot/query/causalfn"
-	"github.com/tailroot/tailroot/query/qlimit"
 )
 
 // RootCauseOptions configures the root-cause endpoint. Zero values select
@@ -35,21 +31,26 @@ type RootCauseOptions struct {
 	MaxPoints int
 	// Timeout bounds the queries of one request. 0 = 2m.
 	Timeout time.Duration
-	// Candidates are evaluated when a request names none. nil =
-	// DefaultRootCauseCandidates().
+	// Candidates are evaluated when a request names none. nil = discover
+	// them from what is stored in the window (causalfn.Discover).
 	Candidates []CandidateQuery
+	// Metadata gives metric families' types for discovery (a
+	// *tsdb.MetadataStore); nil = read types from names.
+	Metadata MetadataGetter
+}
+
+// MetadataGetter is the metadata store's lookup (tsdb.MetadataStore.Get).
+type MetadataGetter interface {
+	Get(metric string, limit, limitPerMetric int) map[string][]metadata.Metadata
 }
 
 // CandidateQuery is a PromQL expression whose series are root-cause
-// candidates. Metric names what the series measure when the expression
-// drops the metric name (rate, sum); Node, when set, overrides the
-// candidate's graph node (see rca.NodeFor).
-type CandidateQuery struct {
-	Metric, Node, Query string
-}
+// candidates (causalfn.CandidateQuery).
+type CandidateQuery = causalfn.CandidateQuery
 
-// DefaultRootCauseCandidates is the candidate set for requests without one:
-// per instance, the vLLM, tailroot-agent and dcgm-exporter series the
+// DefaultRootCauseCandidates is a fixed candidate set (the default before
+// candidates were discovered from what is stored): per instance, the vLLM,
+// tailroot-agent and dcgm-exporter series the
 // serving graph knows, as rates (counters), means (histograms: rate of
 // _sum over rate of _count) or values (gauges) over 1m windows, and the
 // frontend residual (TTFT minus queue and prefill time).
@@ -97,12 +98,13 @@ func rcMeanQuery(m string) string {
 //
 // Parameters: target (one series, required); candidates (repeatable; each
 // an expression whose series are candidates, a selector included; default
-// DefaultRootCauseCandidates); start, end (Unix seconds or RFC 3339,
+// discovered from the stored metric families, causalfn.Discover); start, end (Unix seconds or RFC 3339,
 // required); step (duration or seconds, default 15s); change_at (Unix
 // seconds; detected when absent); alpha (false discovery rate, default
 // 0.05); max_lag (steps searched for each candidate's lead over the target
 // by prewhitened cross-correlation, 0–100, default 10); group (comma-
-// separated labels linking candidates of one server, default instance).
+// separated labels linking candidates of one server; default: join by host,
+// rca.JoinHosts).
 //
 // Bad parameters, unparsable expressions and windows too short to rank are
 // 400 {"errorType":"bad_data"}; a failing query is 422 "execution", a
@@ -116,9 +118,6 @@ func NewRootCauseHandler(engine promql.QueryEngine, q storage.Queryable, opts Ro
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute
-	}
-	if opts.Candidates == nil {
-		opts.Candidates = DefaultRootCauseCandidates()
 	}
 	return &rootCause{engine: engine, q: q, opts: opts, graph: rca.ServingGraph()}
 }
@@ -184,7 +183,7 @@ func (h *rootCause) parse(r *http.Request) (*rcRequest, *rcError) {
 		return nil, rcBadData("parse form: %v", err)
 	}
 	f := r.Form
-	req := &rcRequest{target: strings.TrimSpace(f.Get("target")), step: h.opts.DefaultStep, alpha: 0.05, maxLag: 10, group: []string{"instance"}}
+	req := &rcRequest{target: strings.TrimSpace(f.Get("target")), step: h.opts.DefaultStep, alpha: 0.05, maxLag: 10}
 	if req.target == "" {
 		return nil, rcBadData("parameter target is required: a PromQL expression with one series, e.g. histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))")
 	}
@@ -194,7 +193,7 @@ func (h *rootCause) parse(r *http.Request) (*rcRequest, *rcError) {
 		}
 	}
 	if len(req.candidates) == 0 {
-		req.candidates = h.opts.Candidates
+		req.candidates = h.opts.Candidates // nil: discovered in run
 	}
 	var err error
 	if req.start, err = rcParseTime(f.Get("start"), "start"); err != nil {
@@ -279,190 +278,79 @@ func rcParseDuration(s string) (time.Duration, error) {
 	return time.Duration(d), err
 }
 
-// rcGrid is one series sampled on the request's step grid (NaN where absent).
-type rcGrid struct {
-	labels labels.Labels
-	metric string
-	node   string
-	id     string
-	vals   []float64
-}
-
-// rangeQuery evaluates expr over the request grid.
-func (h *rootCause) rangeQuery(ctx context.Context, req *rcRequest, what, expr string) (promql.Matrix, *rcError) {
-	qry, err := h.engine.NewRangeQuery(ctx, h.q, nil, expr, req.start, req.end, req.step)
-	if err != nil {
-		return nil, rcBadData("%s %q: %v", what, expr, err)
+// load evaluates expr on the request grid (causalfn.LoadRange) and maps its
+// errors onto the API's.
+func (h *rootCause) load(ctx context.Context, req *rcRequest, what, expr string) ([]causalfn.Input, *rcError) {
+	in, err := causalfn.LoadRange(ctx, h.engine, h.q, what, expr, req.start, req.end, req.step)
+	if err == nil {
+		return in, nil
 	}
-	defer qry.Close()
-	res := qry.Exec(ctx)
-	if res.Err != nil {
-		var cancel promql.ErrQueryCanceled
-		var timeout promql.ErrQueryTimeout
-		switch {
-		case errors.As(res.Err, &timeout) || errors.Is(res.Err, context.DeadlineExceeded):
-			return nil, &rcError{http.StatusServiceUnavailable, "timeout", fmt.Errorf("%s: %w", what, res.Err)}
-		case errors.As(res.Err, &cancel) || errors.Is(res.Err, context.Canceled):
-			return nil, &rcError{http.StatusServiceUnavailable, "canceled", fmt.Errorf("%s: %w", what, res.Err)}
-		}
-		return nil, &rcError{http.StatusUnprocessableEntity, "execution", fmt.Errorf("%s %q: %w", what, expr, res.Err)}
-	}
-	m, ok := res.Value.(promql.Matrix)
-	if !ok {
-		return nil, rcBadData("%s %q is a %s, want an instant vector or scalar expression", what, expr, res.Value.Type())
-	}
-	// The result is only valid until Close: copy what is kept.
-	out := make(promql.Matrix, len(m))
-	for i, s := range m {
-		if len(s.Histograms) > 0 {
-			return nil, rcBadData("%s %q: series %s holds native histograms; pass floats (histogram_quantile, histogram_avg)", what, expr, s.Metric)
-		}
-		out[i] = promql.Series{Metric: s.Metric, Floats: slices.Clone(s.Floats)}
-	}
-	return out, nil
-}
-
-func (h *rootCause) toGrid(req *rcRequest, s promql.Series, metric, node string) rcGrid {
-	n := int(req.end.Sub(req.start)/req.step) + 1
-	g := rcGrid{labels: s.Metric, metric: metric, node: node, vals: make([]float64, n)}
-	if name := s.Metric.Get(model.MetricNameLabel); name != "" {
-		g.metric = name
-	}
-	for i := range g.vals {
-		g.vals[i] = math.NaN()
-	}
-	start, st := req.start.UnixMilli(), req.step.Milliseconds()
-	for _, p := range s.Floats {
-		if k := (p.T - start) / st; (p.T-start)%st == 0 && k >= 0 && int(k) < n {
-			g.vals[k] = p.F
+	var qe *causalfn.QueryError
+	if errors.As(err, &qe) {
+		switch qe.Kind {
+		case causalfn.KindBadData:
+			return nil, &rcError{http.StatusBadRequest, "bad_data", err}
+		case causalfn.KindTimeout, causalfn.KindCanceled:
+			return nil, &rcError{http.StatusServiceUnavailable, qe.Kind, err}
 		}
 	}
-	rest := s.Metric.DropReserved(rcIsMetricName)
-	if rest.IsEmpty() {
-		g.id = g.metric + "{}"
-	} else {
-		g.id = g.metric + rest.String()
-	}
-	return g
+	return nil, &rcError{http.StatusUnprocessableEntity, "execution", err}
 }
 
-// rcIsMetricName selects the metric name label for DropReserved.
-func rcIsMetricName(n string) bool { return n == model.MetricNameLabel }
-
-// rcFamily is the metric family expr selects when it selects one
-// (histogram suffixes removed), else "".
-func rcFamily(expr string) string {
-	p := qlimit.Parser{Parser: parser.NewParser(parser.Options{EnableExperimentalFunctions: true}), Limits: qlimit.DefaultLimits()}
-	e, err := p.ParseExpr(expr)
-	if err != nil {
-		return ""
-	}
-	return causalfn.Family(e)
-}
-
-// rcMinCoverage is the share of the target's points a candidate needs.
-const rcMinCoverage = 0.5
-
+// run loads the target and the candidates and ranks them with
+// causalfn.RootCause, the implementation root_cause uses.
 func (h *rootCause) run(ctx context.Context, req *rcRequest) (*rcData, []string, *rcError) {
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
-	var warnings []string
-	tm, aerr := h.rangeQuery(ctx, req, "target", req.target)
+	tm, aerr := h.load(ctx, req, "target", req.target)
 	if aerr != nil {
 		return nil, nil, aerr
 	}
 	if len(tm) != 1 {
 		return nil, nil, rcBadData("target %q has %d series in the window, want 1: aggregate it, e.g. max(…) or histogram_quantile(0.99, sum by (le) (…))", req.target, len(tm))
 	}
-	target := h.toGrid(req, tm[0], rcFamily(req.target), "")
-	var cands []rcGrid
-	seen := map[string]bool{}
-	for _, cq := range req.candidates {
-		m, aerr := h.rangeQuery(ctx, req, "candidates", cq.Query)
+	var warnings []string
+	queries := req.candidates
+	if queries == nil {
+		do := causalfn.DiscoverOptions{}
+		if md := h.opts.Metadata; md != nil {
+			do.Types = func(fam string) string {
+				for _, m := range md.Get(fam, 1, 1)[fam] {
+					return string(m.Type)
+				}
+				return ""
+			}
+		}
+		var notes []string
+		var err error
+		if queries, notes, err = causalfn.Discover(ctx, h.q, req.start, req.end, do); err != nil {
+			return nil, nil, &rcError{http.StatusUnprocessableEntity, "execution", err}
+		}
+		warnings = append(warnings, notes...)
+	}
+	var cands []causalfn.Input
+	for _, cq := range queries {
+		m, aerr := h.load(ctx, req, "candidates", cq.Query)
 		if aerr != nil {
 			return nil, nil, aerr
 		}
-		metric := cq.Metric
-		if metric == "" {
-			metric = rcFamily(cq.Query)
-		}
-		for _, s := range m {
-			g := h.toGrid(req, s, metric, cq.Node)
-			if seen[g.id] {
-				warnings = append(warnings, fmt.Sprintf("candidate %s appears in more than one candidates expression; the first is used", g.id))
-				continue
+		for _, in := range m {
+			if cq.Metric != "" {
+				in.Family = cq.Metric
 			}
-			seen[g.id] = true
-			cands = append(cands, g)
+			in.Node = cq.Node
+			cands = append(cands, in)
 		}
 	}
-
-	// The grid: the target's finite points, less those a kept candidate
-	// lacks.
-	var keep []int
-	for i, v := range target.vals {
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			keep = append(keep, i)
-		}
-	}
-	var kept []rcGrid
-	for _, c := range cands {
-		have := 0
-		for _, i := range keep {
-			if v := c.vals[i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
-				have++
-			}
-		}
-		if float64(have) < rcMinCoverage*float64(len(keep)) {
-			warnings = append(warnings, fmt.Sprintf("candidate %s left out: values at %d of the target's %d points", c.id, have, len(keep)))
-			continue
-		}
-		kept = append(kept, c)
-	}
-	var idx []int
-	for _, i := range keep {
-		ok := true
-		for _, c := range kept {
-			if v := c.vals[i]; math.IsNaN(v) || math.IsInf(v, 0) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			idx = append(idx, i)
-		}
-	}
-	if lost := len(keep) - len(idx); lost > 0 {
-		warnings = append(warnings, fmt.Sprintf("%d of the target's %d points left out where a candidate has no value", lost, len(keep)))
-	}
-	pick := func(v []float64) []float64 {
-		out := make([]float64, len(idx))
-		for k, i := range idx {
-			out[k] = v[i]
-		}
-		return out
-	}
-	ts := func(k int) time.Time { return req.start.Add(time.Duration(idx[k]) * req.step) }
-	ro := rca.Options{Alpha: req.alpha, GroupLabels: req.group}
+	opts := causalfn.RootCauseOptions{Rank: rca.Options{Alpha: req.alpha, GroupLabels: req.group}, MaxLag: req.maxLag, KeepFirstDuplicate: true}
 	if req.changeAt != nil {
-		k, _ := slices.BinarySearchFunc(idx, *req.changeAt, func(i int, t time.Time) int {
-			return req.start.Add(time.Duration(i) * req.step).Compare(t)
-		})
-		if k >= len(idx) {
-			return nil, nil, rcBadData("parameter change_at: no aligned point at or after it")
-		}
-		ro.ChangePoint = max(k, 1)
+		opts.ChangeAt = req.changeAt.UnixMilli()
 	}
-	tv := causal.Series{Name: target.id, Values: pick(target.vals)}
-	rc := make([]rca.Candidate, len(kept))
-	for i, c := range kept {
-		rc[i] = rca.Candidate{Name: c.id, Metric: c.metric, Node: c.node, Labels: c.labels.Map(), Values: pick(c.vals)}
-	}
-	res, err := rca.Rank(tv, rc, ro)
+	res, err := causalfn.RootCause(tm[0], cands, opts)
 	if err != nil {
 		return nil, nil, rcBadData("rank: %v", err)
 	}
-	return h.response(req, res, tv, rc, ts), warnings, nil
+	return h.response(req, res), append(warnings, res.Warnings...), nil
 }
 
 // rcNum is a JSON number that encodes NaN and ±Inf as null.
@@ -481,10 +369,17 @@ func (n rcNum) MarshalJSON() ([]byte, error) {
 type rcData struct {
 	// ChangeAt is the change point, Unix seconds; ChangeProbability its
 	// BOCPD probability (null when given by change_at).
-	ChangeAt          rcNum      `json:"change_at"`
-	ChangeProbability rcNum      `json:"change_probability"`
-	Points            int        `json:"points"`
-	Ranking           []rcRanked `json:"ranking"`
+	ChangeAt          rcNum `json:"change_at"`
+	ChangeProbability rcNum `json:"change_probability"`
+	// Verdict is "incident", "no incident" or "unexplained" (rca.Result);
+	// ChangeLow and ChangeHigh bound the change time's 95 % set and
+	// ChangeMethod names the method that found it.
+	Verdict      string     `json:"verdict"`
+	ChangeLow    rcNum      `json:"change_low"`
+	ChangeHigh   rcNum      `json:"change_high"`
+	ChangeMethod string     `json:"change_method"`
+	Points       int        `json:"points"`
+	Ranking      []rcRanked `json:"ranking"`
 	// Baseline is plain BARO at the same change point, for comparison.
 	Baseline []rcBaro `json:"baseline"`
 	Graph    rcGraph  `json:"graph"`
@@ -516,6 +411,16 @@ type rcRanked struct {
 	ExplainedBy string            `json:"explained_by,omitempty"`
 	Parents     []string          `json:"parents,omitempty"`
 	Labels      map[string]string `json:"labels"`
+	// Host and JoinedBy say how the candidate was tied to a machine;
+	// Precedes, Informative, GrangerQ and Bypassed are the causal checks
+	// (rca.Ranked) and Reason says in words why the row ranks where it does.
+	Host        string `json:"host"`
+	JoinedBy    string `json:"joined_by"`
+	Precedes    bool   `json:"precedes"`
+	Informative bool   `json:"informative"`
+	GrangerQ    rcNum  `json:"granger_q"`
+	Bypassed    bool   `json:"bypassed"`
+	Reason      string `json:"reason"`
 }
 
 type rcBaro struct {
@@ -556,150 +461,48 @@ var rcKinds = map[string]string{
 	rca.FamilyWorkload: "serving", rca.FamilyEngine: "serving",
 }
 
-// rcStages are the nodes that are tailroot stages.
-var rcStages = map[string]bool{"queue": true, "tokenize": true, "prefill": true, "decode": true}
-
-func (h *rootCause) response(req *rcRequest, res *rca.Result, target causal.Series, cands []rca.Candidate, ts func(int) time.Time) *rcData {
-	byName := map[string]int{}
-	for i, c := range cands {
-		byName[c.Name] = i
-	}
+func (h *rootCause) response(req *rcRequest, res *causalfn.RootCauseResult) *rcData {
+	ts := func(k int) rcNum { return rcNum(float64(res.T[k]) / 1000) }
 	d := &rcData{
-		ChangeAt:          rcNum(float64(ts(res.ChangePoint).UnixMilli()) / 1000),
+		ChangeAt:          ts(res.ChangePoint),
 		ChangeProbability: rcNum(res.ChangeProb),
-		Points:            len(target.Values),
+		Verdict:           res.Verdict,
+		ChangeLow:         ts(res.Change.Low),
+		ChangeHigh:        ts(res.Change.High),
+		ChangeMethod:      res.Change.Method,
+		Points:            len(res.Target.Values),
 		// Empty lists, not null, when nothing was ranked.
 		Ranking:  []rcRanked{},
 		Baseline: []rcBaro{},
 	}
-	group := func(r *rca.Ranked) string {
-		var b strings.Builder
-		for _, g := range req.group {
-			b.WriteString(r.Labels[g])
-			b.WriteByte(0)
-		}
-		return b.String()
-	}
-	// best[node][group] is the highest-scoring candidate of node in group.
-	best := map[string]map[string]*rca.Ranked{}
-	for i := range res.Ranking {
-		r := &res.Ranking[i]
-		if r.Node == "" {
-			continue
-		}
-		if best[r.Node] == nil {
-			best[r.Node] = map[string]*rca.Ranked{}
-		}
-		if b := best[r.Node][group(r)]; b == nil || r.Score > b.Score {
-			best[r.Node][group(r)] = r
-		}
-	}
+	sum := causalfn.Summarize(res, h.graph, causalfn.GroupKey(req.group), causalfn.FamilyOf(req.target))
 	for i := range res.Ranking {
 		r := &res.Ranking[i]
 		it := rcRanked{
 			Candidate: r.Name, Score: rcNum(r.Score), PAdjusted: rcNum(r.QValue), Rank: r.Rank,
 			Node: r.Node, Family: r.Family, BAROScore: rcNum(r.BARO), Shift: rcNum(r.Shift), PValue: rcNum(r.PValue),
 			Anomalous: r.Anomalous, ExplainedBy: r.Explained, Parents: r.Parents, Labels: r.Labels,
-			Stage: h.stageOf(r, func(node string) *rca.Ranked { return best[node][group(r)] }),
+			Stage: sum.Stage[r.Name],
+			Host:  r.Join.Host, JoinedBy: r.Join.How, Precedes: r.Precedes, Informative: r.Informative,
+			GrangerQ: rcNum(r.GrangerQ), Bypassed: r.Bypassed, Reason: r.Reason,
 		}
-		if req.maxLag > 0 {
-			x := causal.Series{Name: r.Name, Values: cands[byName[r.Name]].Values}
-			if cc, err := causal.PrewhitenedCCF(x, target, req.maxLag, -1); err == nil {
-				lag := cc.BestLag
-				it.Lag = &lag
-			}
+		if lag, ok := res.Lag[r.Name]; ok {
+			it.Lag = &lag
 		}
 		d.Ranking = append(d.Ranking, it)
 	}
 	for i, b := range res.Baseline {
 		d.Baseline = append(d.Baseline, rcBaro{Candidate: b.Name, Score: rcNum(b.Score), Rank: i + 1})
 	}
-
-	// The graph: every serving-graph node, the target, and the edges, with
-	// the candidates of the top-ranked candidate's group.
-	topGroup := ""
-	if len(res.Ranking) > 0 {
-		topGroup = group(&res.Ranking[0])
-	}
-	rep := func(node string) *rca.Ranked {
-		if r := best[node][topGroup]; r != nil {
-			return r
+	for _, n := range sum.Nodes {
+		kind := rcKinds[n.Family]
+		if n.ID == "target" {
+			kind = "target"
 		}
-		var out *rca.Ranked
-		for _, r := range best[node] {
-			if out == nil || r.Score > out.Score {
-				out = r
-			}
-		}
-		return out
+		d.Graph.Nodes = append(d.Graph.Nodes, rcNode{ID: n.ID, Title: n.Title, Kind: kind, Score: rcNum(n.Score), Candidates: n.Candidates})
 	}
-	counts := map[string]int{}
-	for _, c := range res.Ranking {
-		counts[c.Node]++
-	}
-	d.Graph.Nodes = append(d.Graph.Nodes, rcNode{ID: "target", Title: target.Name, Kind: "target", Score: rcNum(math.NaN())})
-	for _, n := range h.graph.Nodes {
-		score := math.NaN()
-		if r := rep(n.Name); r != nil {
-			score = r.Score
-		}
-		d.Graph.Nodes = append(d.Graph.Nodes, rcNode{ID: n.Name, Title: n.Title, Kind: rcKinds[n.Family], Score: rcNum(score), Candidates: counts[n.Name]})
-	}
-	for _, e := range h.graph.Edges {
-		w := math.NaN()
-		a, b := rep(e.From), rep(e.To)
-		if a != nil && b != nil {
-			if r, ok := rca.Correlation(cands[byName[a.Name]].Values, cands[byName[b.Name]].Values); ok {
-				w = math.Abs(r)
-			}
-		}
-		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: e.From, Target: e.To, Weight: rcNum(w), PAdjusted: rcNum(math.NaN())})
-	}
-	if n, ok := rca.NodeFor(rcFamily(req.target), nil); ok {
-		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: n, Target: "target", Weight: rcNum(1), PAdjusted: rcNum(math.NaN())})
+	for _, e := range sum.Edges {
+		d.Graph.Edges = append(d.Graph.Edges, rcEdge{Source: e.Source, Target: e.Target, Weight: rcNum(e.Weight), PAdjusted: rcNum(math.NaN())})
 	}
 	return d
-}
-
-// stageOf is the canonical stage candidate r acts on: its own node if that
-// is one, else among the nearest stages downstream of it (direct children
-// first, then grandchildren, …) the one whose candidate in r's group scores
-// highest, else "".
-func (h *rootCause) stageOf(r *rca.Ranked, inGroup func(string) *rca.Ranked) string {
-	if rcStages[r.Node] {
-		return r.Node
-	}
-	if r.Node == "" {
-		return ""
-	}
-	seen := map[string]bool{r.Node: true}
-	level := []string{r.Node}
-	for len(level) > 0 {
-		var next []string
-		stage, score := "", math.Inf(-1)
-		for _, n := range level {
-			for _, c := range h.graph.Children(n) {
-				if seen[c] {
-					continue
-				}
-				seen[c] = true
-				next = append(next, c)
-				if !rcStages[c] {
-					continue
-				}
-				s := math.Inf(-1)
-				if x := inGroup(c); x != nil {
-					s = x.Score
-				}
-				if stage == "" || s > score {
-					stage, score = c, s
-				}
-			}
-		}
-		if stage != "" {
-			return stage
-		}
-		level = next
-	}
-	return ""
 }

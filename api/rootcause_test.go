@@ -55,7 +55,7 @@ func newRCFixture(t *testing.T, fault sim.FaultKind) *rcFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ng.Close() })
-	return &rcFixture{inc: inc, handler: NewRootCauseHandler(ng, db, RootCauseOptions{})}
+	return &rcFixture{inc: inc, handler: NewRootCauseHandler(ng, db, RootCauseOptions{Candidates: DefaultRootCauseCandidates()})}
 }
 
 // rcAnswer mirrors the contract's rootcause answer.
@@ -66,6 +66,7 @@ type rcAnswer struct {
 	Warnings  []string `json:"warnings"`
 	Data      struct {
 		ChangeAt *float64 `json:"change_at"`
+		Verdict  string   `json:"verdict"`
 		Ranking  []struct {
 			Candidate string   `json:"candidate"`
 			Score     *float64 `json:"score"`

@@ -19,7 +19,14 @@
 // testing, Li et al., KDD 2022), tests the residual for a level shift with
 // Newey–West errors, controls the false discovery rate with
 // Benjamini–Hochberg within each node family, and demotes candidates with
-// an anomalous ancestor (descendant adjustment). See Rank for the formulas.
+// an anomalous ancestor (descendant adjustment). A candidate ranks as a
+// root cause only if it also passes causal checks that reject decoys: it
+// changes before or with the target, its fluctuations predict the target
+// beyond the change itself (an incremental-prediction F-test conditional on
+// the step, AIC lag, Benjamini–Hochberg), and the stages it acts on moved.
+// Result.Verdict says "no incident" when the target did not change and
+// "unexplained" when nothing passing the checks explains it. See Rank for
+// the formulas and Onset for the change-point methods.
 //
 // # The serving graph
 //
@@ -36,6 +43,7 @@
 //	page_faults  host      tokenize, decode
 //	gil          host      tokenize
 //	block_io     host      queue
+//	network      host      tokenize
 //	gpu_clock    gpu       gpu_util, gpu_power, cuda, prefill, decode
 //	gpu_util     gpu       gpu_power, prefill, decode
 //	gpu_power    gpu       —
@@ -60,7 +68,8 @@
 //
 // # Candidate → node mapping
 //
-// NodeFor applies, in order: a "node" label naming the node; a "stage"
+// NodeFor applies, in order: a "node" label naming a node of the graph
+// (any other value, such as a Kubernetes machine name, is ignored); a "stage"
 // label (queue, tokenize, detokenize, network, other, prefill, decode —
 // tailroot's canonical stages; detokenize, network and other map to
 // tokenize, the frontend residual); then the metric name with any
@@ -96,6 +105,17 @@
 //	DCGM_FI_DEV_POWER_USAGE, DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
 //	  DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP          gpu_power
 //
+// Beyond these names, graph.go's metricNodes maps the families of
+// node-exporter (node_vmstat_pgmajfault and node_pressure_memory_* →
+// page_faults; node_pressure_cpu_*, node_cpu_seconds_total, node_load* →
+// runqueue; node_disk_*, node_pressure_io_* → block_io; node_network_* →
+// network), the remaining dcgm-exporter fields (clocks, throttle and
+// violation counters → gpu_clock; temperatures and power → gpu_power; XID
+// errors → cuda), cAdvisor/kubelet (container_cpu_cfs_throttled_*,
+// container_cpu_usage_seconds_total → runqueue; container_memory_* →
+// page_faults), SGLang (sglang:…), Text Generation Inference (tgi_…) and
+// Triton (nv_inference_…, nv_gpu_…); docs/causal.md has the table.
+//
 // A candidate no rule maps keeps node "" and family "other": it is scored
 // by plain BARO (no parents) and explains nothing.
 //
@@ -106,8 +126,10 @@
 //
 // # Groups
 //
-// Graph edges link candidates of the same group only: by default those with
-// equal "instance" labels (Options.GroupLabels), so instance A's SM clock
-// explains instance A's prefill, not B's. A candidate without the grouping
-// labels (a fleet-wide series) links to every group.
+// Graph edges link candidates of the same group only: by default those of
+// one host (JoinHosts: host labels, instance without port, pod, GPU UUID),
+// because one machine's exporters carry different instance labels; with
+// Options.GroupLabels, those with equal labels. Instance A's SM clock
+// explains instance A's prefill, not B's. A candidate without any of them
+// (a fleet-wide series) links to every group.
 package rca

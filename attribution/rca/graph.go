@@ -2,6 +2,7 @@ package rca
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -126,6 +127,94 @@ func (g *Graph) Ancestors(name string) map[string]bool {
 	return out
 }
 
+// Descendants returns every node name has a path to.
+func (g *Graph) Descendants(name string) map[string]bool {
+	out := map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		for _, c := range g.child[n] {
+			if !out[c] {
+				out[c] = true
+				walk(c)
+			}
+		}
+	}
+	walk(name)
+	return out
+}
+
+// FirstStages returns the stage-family nodes reachable from name without
+// passing through another stage: the stages name acts on directly.
+func (g *Graph) FirstStages(name string) map[string]bool {
+	out, seen := map[string]bool{}, map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		for _, c := range g.child[n] {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if g.Node0(c).Family == FamilyStage {
+				out[c] = true
+				continue
+			}
+			walk(c)
+		}
+	}
+	walk(name)
+	return out
+}
+
+// StageOf is the canonical stage a candidate on node acts on: node itself
+// if it is a tailroot stage (queue, tokenize, prefill, decode), else among
+// the nearest such stages downstream (children first, then
+// grandchildren, …) the one score rates highest, else "". score gives
+// the score of a node's candidate in the candidate's group (−Inf when
+// none).
+func (g *Graph) StageOf(node string, score func(node string) float64) string {
+	if canonicalStages[node] {
+		return node
+	}
+	if node == "" {
+		return ""
+	}
+	seen := map[string]bool{node: true}
+	level := []string{node}
+	for len(level) > 0 {
+		var next []string
+		stage, best := "", math.Inf(-1)
+		for _, n := range level {
+			for _, c := range g.Children(n) {
+				if seen[c] {
+					continue
+				}
+				seen[c] = true
+				next = append(next, c)
+				if !canonicalStages[c] {
+					continue
+				}
+				if s := score(c); stage == "" || s > best {
+					stage, best = c, s
+				}
+			}
+		}
+		if stage != "" {
+			return stage
+		}
+		level = next
+	}
+	return ""
+}
+
+// canonicalStages are the graph nodes that are tailroot stages.
+var canonicalStages = map[string]bool{"queue": true, "tokenize": true, "prefill": true, "decode": true}
+
+// Node0 is Node without the ok result: the zero Node when name is unknown.
+func (g *Graph) Node0(name string) Node {
+	n, _ := g.Node(name)
+	return n
+}
+
 // Families of nodes.
 const (
 	FamilyWorkload = "workload"
@@ -142,10 +231,11 @@ var servingNodes = []Node{
 	{"load", FamilyWorkload, "request load", "request arrival and completion rate"},
 	{"tokens", FamilyWorkload, "tokens per request", "prompt and output length per request"},
 	{"token_rate", FamilyWorkload, "token throughput", "tokens per second: load × length"},
-	{"runqueue", FamilyHost, "run-queue delay", "scheduler run-queue delay of the server's threads"},
+	{"runqueue", FamilyHost, "run-queue delay", "CPU contention: scheduler run-queue delay, CPU pressure and use, CFS throttling"},
 	{"page_faults", FamilyHost, "page faults", "page faults of the server processes"},
 	{"gil", FamilyHost, "GIL wait", "Python GIL wait in the API server"},
 	{"block_io", FamilyHost, "block IO latency", "block IO latency of the disk holding the weights"},
+	{"network", FamilyHost, "network", "the host's network traffic and errors"},
 	{"gpu_clock", FamilyGPU, "SM clock", "SM clock (throttling)"},
 	{"gpu_util", FamilyGPU, "GPU utilisation", "GPU utilisation and activity"},
 	{"gpu_power", FamilyGPU, "GPU power", "GPU power and temperature"},
@@ -186,6 +276,7 @@ var servingEdges = []Edge{
 	{"batch", "cuda"},
 	{"runqueue", "tokenize"},
 	{"page_faults", "tokenize"},
+	{"network", "tokenize"},
 	{"gil", "tokenize"},
 	{"tokens", "tokenize"},
 	{"tokens", "prefill"},
@@ -267,6 +358,78 @@ var metricNodes = []struct{ pattern, node string }{
 	{"DCGM_FI_DEV_MEMORY_TEMP", "gpu_power"},
 	{"DCGM_FI_DEV_FB_USED", "kv_cache"},
 	{"DCGM_FI_DEV_FB_FREE", "kv_cache"},
+	{"DCGM_FI_DEV_XID_ERRORS", "cuda"},
+	{"DCGM_FI_DEV_*VIOLATION*", "gpu_clock"},
+	{"DCGM_FI_DEV_*CLOCK*", "gpu_clock"},
+	{"DCGM_FI_DEV_*TEMP*", "gpu_power"},
+	{"DCGM_FI_DEV_*POWER*", "gpu_power"},
+	{"DCGM_FI_DEV_*UTIL*", "gpu_util"},
+
+	// node-exporter.
+	{"node_vmstat_pgmajfault", "page_faults"},
+	{"node_vmstat_pgfault", "page_faults"},
+	{"node_vmstat_pswp*", "page_faults"},
+	{"node_pressure_memory_*", "page_faults"},
+	{"node_memory_*", "page_faults"},
+	{"node_pressure_cpu_*", "runqueue"},
+	{"node_cpu_seconds_total", "runqueue"},
+	{"node_load*", "runqueue"},
+	{"node_procs_running", "runqueue"},
+	{"node_schedstat_*", "runqueue"},
+	{"node_context_switches_total", "runqueue"},
+	{"node_pressure_io_*", "block_io"},
+	{"node_disk_*", "block_io"},
+	{"node_network_*", "network"},
+	{"node_netstat_*", "network"},
+
+	// cAdvisor / kubelet.
+	{"container_cpu_cfs_throttled_*", "runqueue"},
+	{"container_cpu_usage_seconds_total", "runqueue"},
+	{"container_pressure_cpu_*", "runqueue"},
+	{"container_memory_*", "page_faults"},
+	{"container_fs_*", "block_io"},
+	{"container_network_*", "network"},
+
+	// SGLang.
+	{"sglang:num_running_reqs", "batch"},
+	{"sglang:num_queue_reqs", "queue"},
+	{"sglang:queue_time_seconds", "queue"},
+	{"sglang:token_usage", "kv_cache"},
+	{"sglang:cache_hit_rate", "token_rate"},
+	{"sglang:gen_throughput", "token_rate"},
+	{"sglang:prompt_tokens_total", "token_rate"},
+	{"sglang:generation_tokens_total", "token_rate"},
+	{"sglang:num_requests_total", "load"},
+	{"sglang:time_to_first_token_seconds", "ttft"},
+	{"sglang:inter_token_latency_seconds", "decode"},
+	{"sglang:time_per_output_token_seconds", "decode"},
+	{"sglang:e2e_request_latency_seconds", "e2e"},
+
+	// Text Generation Inference.
+	{"tgi_request_count", "load"},
+	{"tgi_request_success", "load"},
+	{"tgi_request_input_length", "tokens"},
+	{"tgi_request_generated_tokens", "tokens"},
+	{"tgi_batch_current_size", "batch"},
+	{"tgi_batch_current_max_tokens", "batch"},
+	{"tgi_queue_size", "queue"},
+	{"tgi_request_queue_duration", "queue"},
+	{"tgi_batch_forward_duration", "prefill"},
+	{"tgi_request_mean_time_per_token_duration", "decode"},
+	{"tgi_request_inference_duration", "inference"},
+	{"tgi_request_duration", "e2e"},
+
+	// Triton Inference Server.
+	{"nv_inference_request_success", "load"},
+	{"nv_inference_count", "load"},
+	{"nv_inference_pending_request_count", "queue"},
+	{"nv_inference_queue_duration_us", "queue"},
+	{"nv_inference_compute_input_duration_us", "prefill"},
+	{"nv_inference_compute_infer_duration_us", "inference"},
+	{"nv_inference_request_duration_us", "e2e"},
+	{"nv_gpu_utilization", "gpu_util"},
+	{"nv_gpu_power_usage", "gpu_power"},
+	{"nv_gpu_memory_used_bytes", "kv_cache"},
 }
 
 // stageNodes maps values of a "stage" label (tailroot's canonical stages) to
@@ -285,7 +448,7 @@ const NodeLabel = "node"
 // prefill, decode), else the metric name per the table in doc.go. ok is
 // false for a candidate no rule maps.
 func NodeFor(metric string, lbls map[string]string) (node string, ok bool) {
-	if n := lbls[NodeLabel]; n != "" {
+	if n := lbls[NodeLabel]; n != "" && servingNode(n) {
 		return n, true
 	}
 	if n, ok := stageNodes[lbls["stage"]]; ok {
@@ -299,13 +462,42 @@ func NodeFor(metric string, lbls map[string]string) (node string, ok bool) {
 		}
 	}
 	for _, m := range metricNodes {
-		if p, ok := strings.CutSuffix(m.pattern, "*"); ok {
-			if strings.HasPrefix(base, p) {
-				return m.node, true
-			}
-		} else if base == m.pattern || metric == m.pattern {
+		if match(m.pattern, base) || match(m.pattern, metric) {
 			return m.node, true
 		}
 	}
 	return "", false
+}
+
+// match reports whether name matches pattern, where each "*" stands for
+// any run of characters.
+func match(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return name == pattern
+	}
+	if !strings.HasPrefix(name, parts[0]) {
+		return false
+	}
+	rest := name[len(parts[0]):]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return strings.HasSuffix(rest, parts[len(parts)-1])
+}
+
+// servingNode reports whether name is a node of the serving graph: a
+// "node" label naming anything else (Kubernetes puts the machine's name
+// there) does not choose the node.
+func servingNode(name string) bool {
+	for _, n := range servingNodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -123,13 +123,28 @@ func TestNodeFor(t *testing.T) {
 		{"anything", map[string]string{"stage": "detokenize"}, "tokenize"},
 		{"vllm:e2e_request_latency_seconds", map[string]string{"node": "tokenize"}, "tokenize"},
 		{"tailroot_stage_seconds_sum", map[string]string{"stage": "prefill"}, "prefill"},
+		// Exporters' own families (issue 12: candidates from what is there).
+		{"node_cpu_seconds_total", nil, "runqueue"},
+		{"node_vmstat_pgmajfault", nil, "page_faults"},
+		{"node_pressure_memory_waiting_seconds_total", nil, "page_faults"},
+		{"node_disk_io_time_seconds_total", nil, "block_io"},
+		{"node_network_transmit_bytes_total", nil, "network"},
+		{"DCGM_FI_DEV_XID_ERRORS", nil, "cuda"},
+		{"DCGM_FI_DEV_GPU_TEMP", nil, "gpu_power"},
+		{"DCGM_FI_DEV_POWER_VIOLATION", nil, "gpu_clock"},
+		{"container_cpu_cfs_throttled_periods_total", nil, "runqueue"},
+		{"sglang:num_queue_reqs", nil, "queue"},
+		{"tgi_request_queue_duration_sum", nil, "queue"},
+		{"nv_inference_queue_duration_us", nil, "queue"},
+		// A Kubernetes machine name in "node" is not a graph node.
+		{"DCGM_FI_DEV_SM_CLOCK", map[string]string{"node": "ip-10-0-1-7"}, "gpu_clock"},
 	} {
 		got, ok := NodeFor(c.metric, c.lbls)
 		if !ok || got != c.want {
 			t.Errorf("NodeFor(%q, %v) = %q, %v; want %q", c.metric, c.lbls, got, ok, c.want)
 		}
 	}
-	for _, m := range []string{"node_cpu_seconds_total", "DCGM_FI_DEV_XID_ERRORS", "vllm:unknown", ""} {
+	for _, m := range []string{"backup_uploaded_bytes_total", "vllm:unknown", ""} {
 		if n, ok := NodeFor(m, nil); ok {
 			t.Errorf("NodeFor(%q) = %q, want unmapped", m, n)
 		}

@@ -58,6 +58,28 @@ type Options struct {
 	// pre-change interquartile range, a candidate needs to count as
 	// anomalous. 0 = 2.
 	MinShift float64
+	// ChangeMethod selects the change-point method when ChangePoint is 0
+	// (see Onset and ChangeMethods). "" = MethodMeanShift (on ranks), the
+	// most accurate on incidents with known onsets (docs/causal.md).
+	ChangeMethod string
+	// MaxLag is the largest lag, in steps, of the Granger test that asks
+	// whether a candidate carries information about the target beyond the
+	// change itself; the lag is chosen by AIC. 0 = 4 (one minute at 15 s,
+	// the width of a rate(…[1m]) window).
+	MaxLag int
+	// LeadTolerance is how many steps after the upper end of the target's
+	// 95 % change-time set a candidate's own change may come and still
+	// count as "before or with" it (rate windows and scrape offsets smear
+	// onsets). 0 = 4.
+	LeadTolerance int
+	// MinTargetZ and MinTargetChange decide whether the target changed at
+	// all: its mean shift at the change point must have |z| ≥ MinTargetZ
+	// (autocorrelation-corrected, see Change.Z) and move by at least
+	// MinTargetChange of its mean before (when that is positive); else the
+	// verdict is VerdictNoIncident. 0 = 3 (about the 95 % point of the
+	// largest two-sample statistic over splits of pure noise in the middle
+	// 60 % of the window) and 0.03.
+	MinTargetZ, MinTargetChange float64
 	// HACLag is the Newey–West lag of the shift test; 0 = ⌈√n⌉, long enough
 	// for the minutes-long autocorrelation of serving metrics at 15 s steps
 	// (the usual 4(n/100)^(2/9) is 5 at n = 480 and overstates significance
@@ -101,14 +123,49 @@ type Ranked struct {
 	Explained string
 	// Parents are the parent series the regression used.
 	Parents []string
+	// Join is how the candidate was tied to a host for the graph's edges.
+	Join Join
+	// Onset is the candidate's own least-squares change point and Lead =
+	// (the target's least-squares change point) − Onset the steps it moved
+	// before the target (negative: after). Precedes is Onset ≤ (the upper
+	// end of the target's 95 % change-time set) + LeadTolerance. Both are
+	// computed for anomalous candidates only (Onset −1 otherwise).
+	Onset, Lead int
+	Precedes    bool
+	// GrangerP is the p-value of the incremental-prediction F-test "the
+	// candidate's present and past (x_t … x_{t−L}) do not help predict the
+	// target beyond the target's own past and the step 1[t ≥ ChangePoint]"
+	// (Granger's test with the instantaneous term, since rate windows make
+	// cause and effect move in the same step), at the L in 0..MaxLag that
+	// minimises AIC; GrangerLag is L. GrangerQ is its Benjamini–Hochberg
+	// adjustment across the anomalous candidates (only they are tested).
+	// NaN when untested or untestable (a candidate that only steps, or is
+	// constant).
+	GrangerP, GrangerQ float64
+	GrangerLag         int
+	// Informative is GrangerQ ≤ Alpha.
+	Informative bool
+	// Bypassed is true for an anomalous mapped candidate none of whose
+	// first downstream stages (with candidates in its group) is anomalous.
+	Bypassed bool
+	// Reason says in words why the candidate ranks where it does.
+	Reason string
 }
 
 // Result is a root-cause ranking.
 type Result struct {
 	// ChangePoint is the first index of the anomalous window and
-	// ChangeProb BOCPD's probability for it (NaN when it was given).
+	// ChangeProb BOCPD's probability for it (NaN when it was given or
+	// another method found it).
 	ChangePoint int
 	ChangeProb  float64
+	// Change is the target's change with its 95 % confidence set (Low =
+	// High = ChangePoint when it was given).
+	Change Change
+	// Verdict is VerdictIncident, VerdictNoIncident (the target did not
+	// change) or VerdictUnexplained (it changed, but no candidate that
+	// moved before or with it carries information about it).
+	Verdict string
 	// Ranking holds every candidate, most likely root cause first.
 	Ranking []Ranked
 	// Baseline is plain BARO over the same candidates and change point.
@@ -118,11 +175,18 @@ type Result struct {
 
 const minBefore = 8 // points a regression needs before the change point
 
+// Verdicts.
+const (
+	VerdictIncident    = "incident"
+	VerdictNoIncident  = "no incident"
+	VerdictUnexplained = "unexplained"
+)
+
 // Rank ranks root-cause candidates for a change in target (for example a
 // model's P99 or mean latency):
 //
-//  1. The change point c is BOCPD's most likely one on the target
-//     (causal.BOCPD) unless Options.ChangePoint gives it.
+//  1. The change point c is Onset's (Options.ChangeMethod, default the
+//     least-squares split on ranks) unless Options.ChangePoint gives it.
 //  2. Each candidate x is mapped to a graph node (NodeFor) and regressed, by
 //     OLS over t < c, on the series of its node's graph parents in its
 //     group (regression-based hypothesis testing, Li et al., "Causal
@@ -142,11 +206,22 @@ const minBefore = 8 // points a regression needs before the change point
 //     somewhere and moves everything downstream; the regression cannot
 //     always tell (a parent that never varied before the change teaches it
 //     nothing, and queues grow nonlinearly), but the graph can.
-//  5. Ranking: anomalous and unexplained first, by Shift (a fault moves
-//     its root cause for as long as it lasts; a noisy series crosses the
-//     threshold by a little, and its one-point maximum says less), then
-//     anomalous and explained, then the rest, both by Score; ties go
-//     upstream first (graph level), then to input order.
+//  5. Causal checks (checkCauses): Precedes (its own least-squares onset
+//     is no later than the target's 95 % change-time set allows),
+//     Informative (incremental-prediction F-test conditional on the step,
+//     BH across candidates) and not Bypassed (a stage it acts on moved). A
+//     candidate passing them (an untestable mapped one passes on the
+//     graph's word) can be a root cause; explanation prefers an upstream
+//     candidate that passes.
+//  6. Ranking: passing and not explained by a passing candidate first, by
+//     Shift (a fault moves its root cause for as long as it lasts; a noisy
+//     series crosses the threshold by a little, and its one-point maximum
+//     says less), then passing and explained, then anomalous but failing,
+//     then the rest, all but the first by Score; ties go upstream first
+//     (graph level), then to input order. Each row gets a Reason.
+//  7. Verdict: VerdictNoIncident when the target's own change is under
+//     MinTargetZ or MinTargetChange, VerdictUnexplained when the first row
+//     does not pass the checks, else VerdictIncident.
 //
 // Candidates must be aligned with target (one value per target point).
 // Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
@@ -159,9 +234,6 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 		g = ServingGraph()
 	}
 	groupLabels := opts.GroupLabels
-	if groupLabels == nil {
-		groupLabels = []string{"instance"}
-	}
 	maxParents := opts.MaxParents
 	if maxParents <= 0 {
 		maxParents = 6
@@ -187,18 +259,37 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	}
 	res := &Result{Graph: g, ChangePoint: opts.ChangePoint, ChangeProb: math.NaN()}
 	if res.ChangePoint <= 0 {
-		cp, p, err := ChangePoint(target, opts)
+		ch, err := Onset(target, opts.ChangeMethod, opts.MinBefore)
 		if err != nil {
 			return nil, fmt.Errorf("rank: %w", err)
 		}
-		res.ChangePoint, res.ChangeProb = cp, p
+		res.Change, res.ChangePoint, res.ChangeProb = ch, ch.At, ch.Prob
 	}
 	cp := res.ChangePoint
 	if cp < minBefore || n-cp < 3 {
 		return nil, fmt.Errorf("rank: change point %d of %d points leaves %d before and %d after, need %d and 3: %w",
 			cp, n, cp, n-cp, minBefore, causal.ErrTooShort)
 	}
+	if opts.ChangePoint > 0 {
+		res.Change = Change{At: cp, Low: cp, High: cp, Prob: math.NaN(), Method: "given"}
+		res.Change.Shift, res.Change.Z = newCumsum(target.Values).shiftZ(target.Values, cp)
+	}
+	res.Verdict = VerdictIncident
+	minZ, minChange := opts.MinTargetZ, opts.MinTargetChange
+	if minZ <= 0 {
+		minZ = 3
+	}
+	if minChange <= 0 {
+		minChange = 0.03
+	}
+	pre := newCumsum(target.Values).mean(0, cp)
+	if math.Abs(res.Change.Z) < minZ || (pre > 0 && math.Abs(res.Change.Shift) < minChange*pre) {
+		res.Verdict = VerdictNoIncident
+	}
 	if len(cands) == 0 {
+		if res.Verdict == VerdictIncident {
+			res.Verdict = VerdictUnexplained
+		}
 		return res, nil
 	}
 	base, err := causal.RobustScores(series, cp, false)
@@ -214,6 +305,14 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	// Node, family and group of every candidate.
 	rk := make([]Ranked, len(cands))
 	groups := make([]string, len(cands))
+	var joins []Join
+	if groupLabels == nil {
+		ls := make([]map[string]string, len(cands))
+		for i, c := range cands {
+			ls[i] = c.Labels
+		}
+		joins = JoinHosts(ls)
+	}
 	byNode := map[string][]int{}
 	for i, c := range cands {
 		node := c.Node
@@ -229,14 +328,26 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 			fam = nd.Family
 			byNode[node] = append(byNode[node], i)
 		}
-		rk[i] = Ranked{Name: c.Name, Metric: c.Metric, Node: node, Family: fam, Labels: c.Labels, BARO: baro[c.Name]}
-		groups[i] = groupKey(c.Labels, groupLabels)
+		rk[i] = Ranked{Name: c.Name, Metric: c.Metric, Node: node, Family: fam, Labels: c.Labels, BARO: baro[c.Name], Onset: -1,
+			GrangerP: math.NaN(), GrangerQ: math.NaN()}
+		if joins != nil {
+			rk[i].Join, groups[i] = joins[i], joins[i].Host
+		} else {
+			groups[i] = groupKey(c.Labels, groupLabels)
+			rk[i].Join = Join{Host: groups[i], How: "labels " + strings.Join(groupLabels, ",")}
+			if groups[i] == "" {
+				rk[i].Join.How = "fleet-wide"
+			}
+		}
 	}
 	linked := func(i, j int) bool {
 		return groups[i] == "" || groups[j] == "" || groups[i] == groups[j]
 	}
 
 	st := newStats(n, cp)
+	// rawShift is each candidate's own Shift, before its parents explain
+	// any of it: what the bypass check asks of a stage.
+	rawShift := make([]float64, len(cands))
 	hacLag := opts.HACLag
 	if hacLag <= 0 {
 		hacLag = int(math.Ceil(math.Sqrt(float64(n))))
@@ -257,6 +368,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 			rk[i].Parents = append(rk[i].Parents, cands[j].Name)
 		}
 		rk[i].Score, rk[i].At, rk[i].Shift = st.robust(resid, st.scale(c.Values)*1e-6)
+		_, _, rawShift[i] = st.robust(c.Values, st.scale(c.Values)*1e-6)
 		rk[i].PValue = st.shiftTest(resid, hacLag)
 	}
 
@@ -280,33 +392,82 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 		}
 	}
 
-	// Descendant adjustment: an anomalous candidate upstream explains.
+	// Causal checks: a root cause moves before or with the target and
+	// carries information about it beyond the change itself.
+	checkCauses(target, cands, rk, cp, opts, alpha)
+	// worthy: a candidate that can be a root cause. A mapped candidate
+	// whose information cannot be tested (it only steps, as a throttle
+	// bitmask does) keeps the benefit of the graph; an unmapped one needs
+	// the evidence.
+	//
+	// A mapped candidate whose stages did not move cannot have moved the
+	// target: when some of the first stage nodes downstream of it (on each
+	// path, the stage it acts on directly) have candidates in its group
+	// and none of them shifted by MinShift IQRs (their own values, not the
+	// residual: a stage its parents explain still moved), it is
+	// Bypassed (a backup job's network burst while the frontend time
+	// stays flat).
+	for i := range rk {
+		if rk[i].Node == "" || !rk[i].Anomalous || g.Node0(rk[i].Node).Family == FamilyStage {
+			continue
+		}
+		seen, moved := 0, false
+		for st := range g.FirstStages(rk[i].Node) {
+			for _, j := range byNode[st] {
+				if linked(i, j) {
+					seen++
+					moved = moved || rawShift[j] >= minShift
+				}
+			}
+		}
+		rk[i].Bypassed = seen > 0 && !moved
+	}
+	worthy := func(r *Ranked) bool {
+		return r.Anomalous && r.Precedes && !r.Bypassed && (r.Informative || r.Node != "")
+	}
+
+	// Descendant adjustment: an anomalous candidate upstream explains,
+	// one that passed the causal checks in preference.
+	byWorthy := make([]bool, len(rk))
 	for i := range rk {
 		if rk[i].Node == "" {
 			continue
 		}
 		anc := g.Ancestors(rk[i].Node)
 		best := -1
+		better := func(j int) bool {
+			if best < 0 || worthy(&rk[j]) != worthy(&rk[best]) {
+				return best < 0 || worthy(&rk[j])
+			}
+			return rk[j].Score > rk[best].Score
+		}
 		for j := range rk {
 			if j == i || !rk[j].Anomalous || !anc[rk[j].Node] || !linked(i, j) {
 				continue
 			}
-			if best < 0 || rk[j].Score > rk[best].Score {
+			if better(j) {
 				best = j
 			}
 		}
 		if best >= 0 {
-			rk[i].Explained = rk[best].Name
+			rk[i].Explained, byWorthy[i] = rk[best].Name, worthy(&rk[best])
 		}
 	}
-	tier := func(r *Ranked) int {
-		switch {
-		case r.Anomalous && r.Explained == "":
-			return 0
+	// Tiers: 0 root causes (passed the checks, nothing upstream that
+	// passed explains them), 1 explained, 2 anomalous but failing the
+	// checks, 3 the rest.
+	tiers := make([]int, len(rk))
+	for i := range rk {
+		switch r := &rk[i]; {
+		case worthy(r) && !byWorthy[i]:
+			tiers[i] = 0
+		case worthy(r):
+			tiers[i] = 1
 		case r.Anomalous:
-			return 1
+			tiers[i] = 2
+		default:
+			tiers[i] = 3
 		}
-		return 2
 	}
 	order := make([]int, len(rk))
 	for i := range order {
@@ -314,10 +475,10 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		ra, rb := &rk[a], &rk[b]
-		if c := cmp.Compare(tier(ra), tier(rb)); c != 0 {
+		if c := cmp.Compare(tiers[a], tiers[b]); c != 0 {
 			return c
 		}
-		if tier(ra) == 0 {
+		if tiers[a] == 0 {
 			if c := cmp.Compare(rb.Shift, ra.Shift); c != 0 {
 				return c
 			}
@@ -331,8 +492,210 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	for k, i := range order {
 		res.Ranking[k] = rk[i]
 		res.Ranking[k].Rank = k + 1
+		res.Ranking[k].Reason = reason(&res.Ranking[k], tiers[i], alpha, minShift)
+	}
+	if res.Verdict == VerdictIncident && (len(order) == 0 || tiers[order[0]] != 0) {
+		res.Verdict = VerdictUnexplained
 	}
 	return res, nil
+}
+
+// checkCauses fills Onset, Lead, Precedes and the Granger fields of rk.
+// The information test conditions on the step 1[t ≥ cp], so a candidate
+// that merely jumps when the target does (a decoy starting at the same
+// moment) carries no information; one whose fluctuations move the target
+// does.
+func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, opts Options, alpha float64) {
+	n := len(target.Values)
+	maxLag := opts.MaxLag
+	if maxLag <= 0 {
+		maxLag = 4
+	}
+	tol := opts.LeadTolerance
+	if tol <= 0 {
+		tol = 4
+	}
+	step := make([]float64, n)
+	for t := cp; t < n; t++ {
+		step[t] = 1
+	}
+	// The change itself takes a few steps (a fault ramps, rate windows
+	// smear it): impulse dummies for the points around it keep the test
+	// from reading the shape of the transition as information.
+	var impulses [][]float64
+	for t := cp - tol - 2; t <= cp+tol+maxLag+2; t++ {
+		if t > 0 && t < n {
+			d := make([]float64, n)
+			d[t] = 1
+			impulses = append(impulses, d)
+		}
+	}
+	// Both sides are standardised within each regime (median and IQR
+	// before and after the change): the test asks whether they co-move,
+	// and a series whose spread jumps with its level (a ×20 burst) must
+	// not pass for informative through the change of scale.
+	ys := perRegime(target.Values, cp)
+	var idx []int
+	var ps []float64
+	// Onsets are compared by one method on both sides: the least-squares
+	// split of the target, whatever found the change point.
+	tc, err := Onset(target, MethodMeanShift, opts.MinBefore)
+	if err != nil {
+		tc = Change{At: cp, High: cp}
+	}
+	tk := tc.At
+	for i, c := range cands {
+		if rk[i].Anomalous {
+			cs := newCumsum(c.Values)
+			k, _ := cs.bestSplit(0, n, 2, n-2)
+			rk[i].Onset, rk[i].Lead = k, tk-k
+			rk[i].Precedes = k <= tc.High+tol
+		}
+		if !rk[i].Anomalous {
+			continue // only anomalous candidates can be root causes
+		}
+		p, lag, ok := incremental(ys, perRegime(c.Values, cp), step, impulses, maxLag)
+		if !ok {
+			continue
+		}
+		rk[i].GrangerP, rk[i].GrangerLag = p, lag
+		ps = append(ps, p)
+		idx = append(idx, i)
+	}
+	if len(ps) == 0 {
+		return
+	}
+	qs, err := causal.BenjaminiHochberg(ps)
+	if err != nil {
+		return
+	}
+	for k, i := range idx {
+		rk[i].GrangerQ = qs[k]
+		rk[i].Informative = qs[k] <= alpha
+	}
+}
+
+// incremental is the F-test of x_t … x_{t−L} in
+//
+//	y_t = a + b·step_t + Σ_k d_k·1[t = k] + Σ_{j=1}^{max(L,1)} φ_j y_{t−j} [+ Σ_{l=0}^{L} c_l x_{t−l}] + e_t
+//
+// (k over the transition, see checkCauses)
+// on the common rows t = maxLag..n−1, L ∈ 0..maxLag chosen by AIC of the
+// unrestricted fit (llf = −m/2·(ln 2π + ln(RSS/m) + 1), AIC = −2 llf + 2k,
+// as causal.Granger). ok is false when a fit is singular.
+func incremental(y, x, step []float64, impulses [][]float64, maxLag int) (p float64, lag int, ok bool) {
+	n := len(y)
+	m := n - maxLag
+	if m < 2*maxLag+8 {
+		return 0, 0, false
+	}
+	col := func(v []float64, k int) causal.Series {
+		return causal.Series{Name: fmt.Sprint(k), Values: v[maxLag-k : n-k]}
+	}
+	yt := col(y, 0)
+	bestAIC := math.Inf(1)
+	for L := 0; L <= maxLag; L++ {
+		base := []causal.Series{col(step, 0)}
+		for _, d := range impulses {
+			if c := col(d, 0); slices.Contains(c.Values, 1) {
+				base = append(base, c)
+			}
+		}
+		for j := 1; j <= max(L, 1); j++ {
+			base = append(base, col(y, j))
+		}
+		r, err := causal.OLS(yt, base, true)
+		if err != nil {
+			return 0, 0, false
+		}
+		full := slices.Clone(base)
+		for l := 0; l <= L; l++ {
+			full = append(full, col(x, l))
+		}
+		u, err := causal.OLS(yt, full, true)
+		if err != nil {
+			return 0, 0, false
+		}
+		aic := float64(m)*(math.Log(2*math.Pi)+math.Log(u.RSS/float64(m))+1) + 2*float64(u.K)
+		if !(aic < bestAIC) {
+			continue
+		}
+		df1, df2 := float64(L+1), float64(u.DFResid)
+		var pv float64
+		switch {
+		case u.RSS <= 0 && r.RSS > 0:
+			pv = 0
+		case u.RSS <= 0:
+			pv = 1
+		default:
+			f := (r.RSS - u.RSS) / df1 / (u.RSS / df2)
+			pv = distuv.F{D1: df1, D2: df2}.Survival(math.Max(0, f))
+		}
+		bestAIC, p, lag, ok = aic, pv, L, true
+	}
+	return p, lag, ok
+}
+
+// perRegime returns (x − median)/IQR computed separately over x[:cp] and
+// x[cp:] (IQR 1 where it is 0).
+func perRegime(x []float64, cp int) []float64 {
+	out := make([]float64, len(x))
+	for _, r := range [][2]int{{0, cp}, {cp, len(x)}} {
+		seg := slices.Clone(x[r[0]:r[1]])
+		slices.Sort(seg)
+		med := quantileSorted(seg, 0.5)
+		iqr := quantileSorted(seg, 0.75) - quantileSorted(seg, 0.25)
+		if !(iqr > 0) {
+			iqr = 1
+		}
+		for t := r[0]; t < r[1]; t++ {
+			out[t] = (x[t] - med) / iqr
+		}
+	}
+	return out
+}
+
+// reason explains a row's place in words.
+func reason(r *Ranked, tier int, alpha, minShift float64) string {
+	var b strings.Builder
+	if r.Anomalous {
+		fmt.Fprintf(&b, "shifted %.3g IQR after the change (q = %.2g)", r.Shift, r.QValue)
+	} else {
+		fmt.Fprintf(&b, "not anomalous: shift %.3g IQR (needs %g), q = %.2g (needs ≤ %g)", r.Shift, minShift, r.QValue, alpha)
+	}
+	if r.Onset >= 0 {
+		switch {
+		case r.Lead > 0:
+			fmt.Fprintf(&b, "; moved %d steps before the target", r.Lead)
+		case r.Lead == 0:
+			b.WriteString("; moved with the target")
+		case r.Precedes:
+			fmt.Fprintf(&b, "; moved %d steps after the target (within tolerance)", -r.Lead)
+		default:
+			fmt.Fprintf(&b, "; moved %d steps after the target, too late to cause it", -r.Lead)
+		}
+	}
+	switch {
+	case !r.Anomalous:
+	case math.IsNaN(r.GrangerQ):
+		b.WriteString("; no information test (it only steps or is constant)")
+	case r.Informative:
+		fmt.Fprintf(&b, "; predicts the target beyond the change (Granger lag %d, q = %.2g)", r.GrangerLag, r.GrangerQ)
+	default:
+		fmt.Fprintf(&b, "; carries no information about the target beyond the change (Granger q = %.2g)", r.GrangerQ)
+	}
+	if r.Bypassed {
+		b.WriteString("; none of the stages it acts on moved")
+	}
+	switch tier {
+	case 0:
+		b.WriteString("; nothing upstream explains it: a root cause")
+	case 1:
+		fmt.Fprintf(&b, "; explained by %s upstream", r.Explained)
+	case 2:
+		b.WriteString("; fails the causal checks: ranked below those that pass")
+	}
+	return b.String()
 }
 
 // ChangePoint returns the onset of the change in target and its

@@ -332,7 +332,7 @@ func serve(args []string) error {
 		c.peers.register(r, c.tenancy.columns(recs.Store()))
 		evAPI.Register(r)
 		attribution.Register(r)
-		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, apiGlobal, api.RootCauseOptions{})).Methods(http.MethodGet, http.MethodPost)
+		r.Handle("/api/v1/attribution/rootcause", api.NewRootCauseHandler(engine, apiGlobal, api.RootCauseOptions{Metadata: db.Metadata})).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/api/v1/attribution/causal", api.NewCausalHandler(engine, apiGlobal)).Methods(http.MethodGet, http.MethodPost)
 		r.Handle("/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)

@@ -62,10 +62,6 @@ var Rules = []Rule{
 // with the reason it stays for now.
 var Exceptions = []Exception{
 	{
-		From: "attribution/rca/rcaeval", To: "sim",
-		Why: "the incident evaluation needs the simulator; it moves out of attribution/ (issue 12)",
-	},
-	{
 		From: "query/tailfn", To: "api", Test: true,
 		Why: "the distributed-tails benchmark serves its shards through api's records/shard handler",
 	},

@@ -25,6 +25,15 @@
 //	drift(current, reference [, bins])
 //	statistic(vector, "name")
 //
+// # One implementation for PromQL and HTTP
+//
+// RootCause (ranking), Effect (backdoor, granger, ccf), LoadRange (a
+// range query into Inputs) and Discover (candidates from the stored
+// families) are the analysis behind both the PromQL functions and the
+// endpoints /api/v1/attribution/rootcause and /api/v1/attribution/causal:
+// api/ only parses parameters and writes answers. Granger's lag is the one
+// AIC picks everywhere (GrangerBest).
+//
 // # Conventions that hold for every function
 //
 //   - One argument's series are the candidates (or treatments); each is
@@ -43,7 +52,9 @@
 //     every candidate fails, the first failure is the query's error.
 //   - Rankings (robust_score, root_cause) use the target's points; a
 //     candidate with values at fewer than half of them is left out with a
-//     warning rather than shrinking everyone's window.
+//     warning rather than shrinking everyone's window. root_cause adds one
+//     sample {statistic="verdict", verdict="incident" | "no incident" |
+//     "unexplained"} (rca.Result.Verdict).
 //   - Native histogram series are an error: pass floats
 //     (histogram_quantile, histogram_avg).
 package causalfn

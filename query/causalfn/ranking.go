@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -15,11 +16,6 @@ import (
 	"github.com/tailroot/tailroot/attribution/rca"
 	"github.com/tailroot/tailroot/query"
 )
-
-// minCoverage is the share of the target's points a candidate must have to
-// join a ranking; one with fewer is left out (with a warning) rather than
-// cutting every other candidate's window down to its points.
-const minCoverage = 0.5
 
 // finite returns s without its NaN and infinite points, and how many it
 // dropped.
@@ -89,140 +85,98 @@ func funcChangePoint(ctx context.Context, c *query.Call) (promql.Vector, annotat
 	return res.vec, annos, err
 }
 
-// ranking is the aligned input of robust_score and root_cause.
-type ranking struct {
-	target series
-	ts     []int64
-	tv     []float64
-	cands  []series
-	vals   [][]float64
-	annos  annotations.Annotations
-}
-
-// loadRanking evaluates the target and the candidates and puts them on one
-// grid: the target's finite points, less those a kept candidate lacks.
-// Candidates covering less than minCoverage of the target are left out
-// with a warning.
-func loadRanking(ctx context.Context, c *query.Call) (*ranking, error) {
+// loadRanking evaluates the target and the candidates of a ranking
+// function and ranks them with RootCause, the implementation the rootcause
+// endpoint uses.
+func loadRanking(ctx context.Context, c *query.Call) (*RootCauseResult, annotations.Annotations, error) {
 	t, err := oneArg(ctx, c, arg{0, "target"})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	r := &ranking{}
-	var n int
-	r.target, n = finite(t)
-	dropped(&r.annos, c.Func.Name, &r.target, n)
+	var cands []Input
 	for i := 1; i < len(c.Args); i++ {
 		cs, err := matrixArg(ctx, c, arg{i, "candidates"})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		r.cands = append(r.cands, cs...)
-	}
-	seen := map[string]bool{}
-	kept := []*series{&r.target}
-	var keptCands []series
-	for i := range r.cands {
-		s := &r.cands[i]
-		id := s.id()
-		if seen[id] {
-			return nil, fmt.Errorf("%s: candidate %s appears twice; give the series of each argument distinct labels (label_replace)", c.Func.Name, id)
+		for _, s := range cs {
+			cands = append(cands, Input{Labels: s.labels, Family: s.family, T: s.t, V: s.v})
 		}
-		seen[id] = true
-		ts, _ := align(&r.target, s)
-		if float64(len(ts)) < minCoverage*float64(len(r.target.t)) {
-			if r.annos == nil {
-				r.annos = annotations.Annotations{}
-			}
-			r.annos.Add(fmt.Errorf("%w: %s: candidate %s left out: it has values at %d of the target's %d points, under %.0f%%",
-				annotations.PromQLWarning, c.Func.Name, id, len(ts), len(r.target.t), 100*minCoverage))
-			continue
-		}
-		keptCands = append(keptCands, *s)
 	}
-	r.cands = keptCands
-	for i := range r.cands {
-		kept = append(kept, &r.cands[i])
+	res, err := RootCause(Input{Labels: t.labels, Family: t.family, T: t.t, V: t.v}, cands, RootCauseOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.Func.Name, err)
 	}
-	ts, vals := align(kept...)
-	if lost := len(r.target.t) - len(ts); lost > 0 && len(r.cands) > 0 {
-		if r.annos == nil {
-			r.annos = annotations.Annotations{}
-		}
-		r.annos.Add(fmt.Errorf("%w: %s: %d of the target's %d points left out where a candidate has no value",
-			annotations.PromQLInfo, c.Func.Name, lost, len(r.target.t)))
+	annos := annotations.Annotations{}
+	for _, w := range res.Warnings {
+		annos.Add(fmt.Errorf("%w: %s: %s", annotations.PromQLWarning, c.Func.Name, w))
 	}
-	r.ts, r.tv, r.vals = ts, vals[0], vals[1:]
-	return r, nil
+	for _, w := range res.Infos {
+		annos.Add(fmt.Errorf("%w: %s: %s", annotations.PromQLInfo, c.Func.Name, w))
+	}
+	if len(annos) == 0 {
+		annos = nil
+	}
+	return res, annos, nil
 }
 
-func (r *ranking) targetSeries() causal.Series {
-	return causal.Series{Name: r.target.id(), Values: r.tv}
+// byName indexes a ranking's aligned candidates.
+func byName(cs []rca.Candidate) map[string]*rca.Candidate {
+	out := make(map[string]*rca.Candidate, len(cs))
+	for i := range cs {
+		out[cs[i].Name] = &cs[i]
+	}
+	return out
+}
+
+// add appends one statistic of candidate c, labelled as result.add does.
+func (r *result) addCand(c *rca.Candidate, f float64, pairs ...string) {
+	b := labels.NewBuilder(labels.FromMap(c.Labels))
+	b.Del(model.MetricNameLabel)
+	b.Set("candidate", c.Name)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		b.Set(pairs[i], pairs[i+1])
+	}
+	r.vec = append(r.vec, promql.Sample{Metric: b.Labels(), T: r.t, F: f})
 }
 
 // funcRobustScore: robust_score(target, candidates…): plain BARO at the
 // change point root_cause uses.
 func funcRobustScore(ctx context.Context, c *query.Call) (promql.Vector, annotations.Annotations, error) {
-	r, err := loadRanking(ctx, c)
+	rk, annos, err := loadRanking(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(r.cands) == 0 {
-		return nil, r.annos, nil
-	}
-	cp, _, err := rca.ChangePoint(r.targetSeries(), rca.Options{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %s: %w", c.Func.Name, arg{0, "target"}, err)
-	}
-	cs := make([]causal.Series, len(r.cands))
-	idx := map[string]int{}
-	for i := range r.cands {
-		cs[i] = causal.Series{Name: r.cands[i].id(), Values: r.vals[i]}
-		idx[cs[i].Name] = i
-	}
-	scores, err := causal.RobustScores(cs, cp, false)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", c.Func.Name, err)
-	}
 	res := &result{t: c.T.UnixMilli()}
-	for k, sc := range scores {
-		s := &r.cands[idx[sc.Name]]
-		res.add(s, sc.Score, "statistic", "score")
-		res.add(s, float64(k+1), "statistic", "rank")
-		res.add(s, float64(r.ts[cp])/1000, "statistic", "change_time")
+	idx := byName(rk.Candidates)
+	for k, sc := range rk.Baseline {
+		x := idx[sc.Name]
+		res.addCand(x, sc.Score, "statistic", "score")
+		res.addCand(x, float64(k+1), "statistic", "rank")
+		res.addCand(x, float64(rk.T[rk.ChangePoint])/1000, "statistic", "change_time")
 	}
 	sortStats(res.vec)
-	return res.vec, r.annos, nil
+	return res.vec, annos, nil
 }
 
-// funcRootCause: root_cause(target, candidates…): rca.Rank.
+// funcRootCause: root_cause(target, candidates…): RootCause.
 func funcRootCause(ctx context.Context, c *query.Call) (promql.Vector, annotations.Annotations, error) {
-	r, err := loadRanking(ctx, c)
+	rk, annos, err := loadRanking(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(r.cands) == 0 {
-		return nil, r.annos, nil
-	}
-	cands := make([]rca.Candidate, len(r.cands))
-	idx := map[string]int{}
-	for i := range r.cands {
-		s := &r.cands[i]
-		cands[i] = rca.Candidate{Name: s.id(), Metric: s.name(), Labels: s.labels.Map(), Values: r.vals[i]}
-		idx[cands[i].Name] = i
-	}
-	rk, err := rca.Rank(r.targetSeries(), cands, rca.Options{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", c.Func.Name, err)
+	if len(rk.Candidates) == 0 {
+		return nil, annos, nil
 	}
 	res := &result{t: c.T.UnixMilli()}
+	idx := byName(rk.Candidates)
 	for _, x := range rk.Ranking {
-		s := &r.cands[idx[x.Name]]
+		s := idx[x.Name]
 		node := x.Node
 		if node == "" {
 			node = "unmapped"
 		}
-		add := func(stat string, f float64) { res.add(s, f, "statistic", stat, "node", node) }
+		add := func(stat string, f float64) { res.addCand(s, f, "statistic", stat, "node", node) }
 		add("score", x.Score)
 		add("rank", float64(x.Rank))
 		add("baro_score", x.BARO)
@@ -231,10 +185,17 @@ func funcRootCause(ctx context.Context, c *query.Call) (promql.Vector, annotatio
 		add("q_value", x.QValue)
 		add("anomalous", b2f(x.Anomalous))
 		add("explained", b2f(x.Explained != ""))
-		add("change_time", float64(r.ts[rk.ChangePoint])/1000)
+		add("precedes", b2f(x.Precedes))
+		add("informative", b2f(x.Informative))
+		add("granger_q", x.GrangerQ)
+		add("change_time", float64(rk.T[rk.ChangePoint])/1000)
 	}
+	// The verdict: one sample without a candidate, valued at the change
+	// time, whose verdict label is "incident", "no incident" or
+	// "unexplained".
+	res.vec = append(res.vec, promql.Sample{Metric: labels.FromStrings("statistic", "verdict", "verdict", rk.Verdict), T: res.t, F: float64(rk.T[rk.ChangePoint]) / 1000})
 	sortStats(res.vec)
-	return res.vec, r.annos, nil
+	return res.vec, annos, nil
 }
 
 func b2f(b bool) float64 {

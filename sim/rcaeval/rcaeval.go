@@ -1,11 +1,20 @@
-// Package rcaeval measures root-cause ranking on the simulator's incidents:
-// it generates incidents with known root causes (sim.Scenario), ranks the
-// candidates with tailroot's ranking (rca.Rank) and with plain BARO on the
-// same change point, and reports AC@1, AC@3 and Avg@5 for both.
+// Package rcaeval measures root-cause ranking on two suites of incidents
+// with known root causes, kept apart from attribution/ (which must not
+// import the simulators):
 //
-// In: Options (cases per fault, seed). Out: a Report with one CaseResult per
-// incident and the summaries per fault and overall. The incidents depend
-// only on the seed, so two runs with the same Options give the same report.
+//   - serving (Run): the simulator's incidents (sim.Scenario), generated
+//     from the serving graph the ranking assumes; tailroot's ranking
+//     (rca.Rank) against plain BARO at the same change point.
+//   - fleet (RunFleet): sim/fleet's incidents, written apart from the
+//     ranking (exporters' own names, host:port instances per exporter,
+//     decoys, mild faults, fault-free windows); tailroot against BARO at
+//     BOCPD's change point and at the least-squares one, the "no incident"
+//     share of fault-free windows and each change-point method's error.
+//
+// In: Options or FleetOptions. Out: a Report or FleetReport with one case
+// per incident and the summaries (AC@1, AC@3, Avg@5) per class and
+// overall. Incidents depend only on their seeds: the same options give the
+// same report.
 package rcaeval
 
 import (
@@ -163,7 +172,7 @@ func runCase(k sim.FaultKind, seed uint64, ro rca.Options) (CaseResult, error) {
 		}
 	}
 	// The target is whichever model latency changes more clearly: the
-	// change point of each (rca.ChangePoint), then the larger shift of the
+	// change point of each (rca.Onset, the ranking's default method), then the larger shift of the
 	// median across it, in units of the interquartile range before it. The
 	// ground truth is not consulted.
 	var target sim.Signal
@@ -171,10 +180,11 @@ func runCase(k sim.FaultKind, seed uint64, ro rca.Options) (CaseResult, error) {
 	for _, m := range targets {
 		t := inc.ModelMean(m)
 		ts := causal.Series{Name: t.Name, Values: t.Values}
-		c, _, err := rca.ChangePoint(ts, ro)
+		ch, err := rca.Onset(ts, ro.ChangeMethod, ro.MinBefore)
 		if err != nil {
 			return CaseResult{}, err
 		}
+		c := ch.At
 		if sh := medianShift(t.Values, c); sh > best {
 			target, cp, best = t, c, sh
 		}
