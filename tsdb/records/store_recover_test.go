@@ -136,3 +136,47 @@ func walBytes(t testing.TB, dir string) int64 {
 	}
 	return n
 }
+
+// TestFailureRefusesUnsyncedWrites covers group commit: a batch written but
+// not yet synced when another write or sync fails is refused too, and cut
+// off with it, while a batch synced before stays.
+func TestFailureRefusesUnsyncedWrites(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(18, 19))
+	s := openTest(t, dir, nil)
+	defer func() { _ = s.Close() }()
+	synced := []Record{randRecord(rng, t0, 3), randRecord(rng, t0+1, 3)}
+	if err := s.Append(synced); err != nil {
+		t.Fatal(err)
+	}
+	pending := []Record{randRecord(rng, t0+2, 3), randRecord(rng, t0+tenMin, 3)}
+	parts, err := s.frame(pending, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	wseq, _, err := s.appendLocked(pending, parts)
+	if err != nil || wseq == 0 {
+		s.mu.Unlock()
+		t.Fatalf("write: seq %d, %v", wseq, err)
+	}
+	l := s.wal
+	s.fail(errors.New("injected: another batch's write failed"))
+	s.mu.Unlock()
+	if err := l.syncTo(wseq); err == nil {
+		t.Fatal("a write not synced before the failure was acknowledged")
+	}
+	if err := s.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	requireSameRecords(t, selectAll(t, s, t0-tenMin, t0+2*tenMin), synced)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir, nil)
+	requireSameRecords(t, selectAll(t, s, t0-tenMin, t0+2*tenMin), synced)
+	if err := s.Append(pending); err != nil {
+		t.Fatal(err)
+	}
+	requireSameRecords(t, selectAll(t, s, t0-tenMin, t0+2*tenMin), sortedByTime(append(synced, pending...)))
+}
