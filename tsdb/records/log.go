@@ -204,8 +204,8 @@ type storeLog struct {
 	good      logEnd // the newest write a sync covered
 	err       error  // a write or sync failed: every later sync fails
 	cut       bool   // the files were cut back to good
-	syncedSeg int // segments before it hold nothing unsynced
-	dirSeg    int // the directory entry of every segment up to it is synced
+	syncedSeg int    // segments before it hold nothing unsynced
+	dirSeg    int    // the directory entry of every segment up to it is synced
 	f         *os.File
 	fSeg      int
 	done      bool
