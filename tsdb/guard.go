@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/wlog"
+
+	"github.com/tailroot/tailroot/internal/wlogcut"
 )
 
 // Why writes stop after a failed WAL write, and how they resume.
@@ -153,27 +155,9 @@ func (p *logPos) advance() error {
 }
 
 // cut removes everything written after p: newer segments, and the tail of
-// segment p.seg. Shrinking never needs free space.
+// segment p.seg (internal/wlogcut).
 func (p logPos) cut() error {
-	_, last, err := wlog.Segments(p.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("list segments of %s: %w", p.dir, err)
-	}
-	var errs []error
-	for i := last; i > p.seg; i-- {
-		if err := os.Remove(wlog.SegmentName(p.dir, i)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if p.seg >= 0 {
-		if err := os.Truncate(wlog.SegmentName(p.dir, p.seg), p.off); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return wlogcut.Cut(p.dir, p.seg, p.off)
 }
 
 // refusal is why writes are refused.

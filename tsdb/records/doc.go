@@ -17,8 +17,9 @@
 // the fsynced write-ahead log, one prometheus tsdb/wlog log (Dir/wal) for
 // every partition; a crash loses no record whose Append returned, and
 // reopening cuts a torn last WAL record but refuses a WAL corrupted in the
-// middle. After a failed write or sync Append refuses until Recover reloads
-// the files as Open would. Stages of every stored record sum to its
+// middle. After a failed write or sync the WAL is cut back to the newest
+// synced write, so nothing of a refused batch is stored, and Append refuses
+// until Recover reloads the files as Open would. Stages of every stored record sum to its
 // end-to-end time exactly. With Options.HoldWAL every WAL batch after the
 // caller's last Release stays readable through ReplayWAL, with the caller's
 // per-record bytes given to AppendBatch (ingest recovers its derived series

@@ -12,10 +12,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/prometheus/tsdb/wlog"
 	"github.com/prometheus/prometheus/util/compression"
+
+	"github.com/tailroot/tailroot/internal/wlogcut"
 )
 
 // The store's write-ahead log is one prometheus tsdb/wlog directory,
@@ -174,10 +175,16 @@ func appendMark(dst []byte, seq uint64) []byte {
 
 // storeLog is the open log.
 //
-// cur, segs, lastSeq and first are guarded by the Store's mutex; written
-// and curSeg are read without it by group commit; the sync fields are
-// guarded by syncMu. A syncer takes syncMu alone; closing takes the Store
-// mutex and then syncMu.
+// cur, segs, lastSeq and first are guarded by the Store's mutex; end is
+// written under it and read by group commit under posMu; the sync fields
+// are guarded by syncMu. A syncer takes syncMu alone; closing and cutting
+// take the Store mutex and then syncMu.
+//
+// A write is acknowledged only once a sync covers it, so after a failed
+// write or sync everything after good, the end of the newest synced write,
+// belongs to writes that are refused: cutBack removes it from the files
+// (the refused write may have put some of its pages there) and fails every
+// sync from then on.
 type storeLog struct {
 	dir string
 	w   *wlog.WL
@@ -189,16 +196,27 @@ type storeLog struct {
 	lastSeg int      // a segment at or before the one holding lastSeq
 	curUsed bool     // cur holds a batch or drop record (not only a mark)
 
-	written atomic.Uint64
-	curSeg  atomic.Int64
+	posMu sync.Mutex
+	end   logEnd // the newest successful write
 
 	syncMu    sync.Mutex
 	synced    uint64
-	syncedSeg int // segments before it hold nothing unsynced
-	dirSeg    int // the directory entry of every segment up to it is synced
+	good      logEnd // the newest write a sync covered
+	err       error  // a write or sync failed: every later sync fails
+	cut       bool   // the files were cut back to good
+	syncedSeg int    // segments before it hold nothing unsynced
+	dirSeg    int    // the directory entry of every segment up to it is synced
 	f         *os.File
 	fSeg      int
 	done      bool
+}
+
+// logEnd is where the log ended after write number n: segment seg holds
+// off bytes, the last of them the end of that write's last record.
+type logEnd struct {
+	n   uint64
+	seg int
+	off int64
 }
 
 type segSeq struct {
@@ -225,7 +243,7 @@ func openLog(dir string, logger *slog.Logger, first, lastSeg int, segs []segSeq,
 	if err != nil {
 		return nil, fmt.Errorf("open wal: %w", err)
 	}
-	cur, _, err := w.LastSegmentAndOffset()
+	cur, off, err := w.LastSegmentAndOffset()
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("open wal: %w", err)
@@ -237,7 +255,8 @@ func openLog(dir string, logger *slog.Logger, first, lastSeg int, segs []segSeq,
 	if lastSeq == 0 {
 		l.lastSeg = cur
 	}
-	l.curSeg.Store(int64(cur))
+	l.end = logEnd{seg: cur, off: int64(off)}
+	l.good = l.end
 	// The new segment's directory entry; replay already synced the rest.
 	if err := l.syncDir(cur); err != nil {
 		_ = w.Close()
@@ -254,13 +273,27 @@ func (l *storeLog) write(payloads [][]byte) (seq uint64, startSeg int, err error
 	if err := l.w.Log(payloads...); err != nil {
 		return 0, startSeg, fmt.Errorf("write wal: %w", err)
 	}
-	cur, _, err := l.w.LastSegmentAndOffset()
+	n, err := l.logged()
 	if err != nil {
 		return 0, startSeg, fmt.Errorf("write wal: %w", err)
 	}
-	l.cur, l.curUsed = cur, true
-	l.curSeg.Store(int64(cur))
-	return l.written.Add(1), startSeg, nil
+	l.curUsed = true
+	return n, startSeg, nil
+}
+
+// logged notes where a successful Log left the end of the log and returns
+// the write's number. After a successful Log wlog has flushed its page, so
+// the writer's offset is the segment file's size.
+func (l *storeLog) logged() (uint64, error) {
+	seg, off, err := l.w.LastSegmentAndOffset()
+	if err != nil {
+		return 0, err
+	}
+	l.cur = seg
+	l.posMu.Lock()
+	defer l.posMu.Unlock()
+	l.end = logEnd{n: l.end.n + 1, seg: seg, off: int64(off)}
+	return l.end.n, nil
 }
 
 // syncTo returns once every write up to seq is on stable storage. Callers
@@ -269,22 +302,65 @@ func (l *storeLog) write(payloads [][]byte) (seq uint64, startSeg int, err error
 func (l *storeLog) syncTo(seq uint64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.done || l.synced >= seq {
+	if l.synced >= seq {
 		return nil
 	}
-	// written before curSeg: a write counted in target has stored its
-	// segment already.
-	target := l.written.Load()
-	last := int(l.curSeg.Load())
+	if l.err != nil {
+		// Not synced before the failure: cut back, or about to be.
+		return fmt.Errorf("sync wal: an earlier write or sync failed: %w", l.err)
+	}
+	if l.done {
+		return nil
+	}
+	l.posMu.Lock()
+	target := l.end
+	l.posMu.Unlock()
+	err := l.syncThrough(target.seg)
+	if err == nil {
+		err = l.syncDir(target.seg)
+	}
+	if err != nil {
+		// A later fsync may well succeed although this one lost pages:
+		// nothing written so far may be acknowledged any more.
+		l.err = err
+		return err
+	}
+	l.syncedSeg, l.synced, l.good = target.seg, target.n, target
+	return nil
+}
+
+func (l *storeLog) syncThrough(last int) error {
 	for k := l.syncedSeg; k <= last; k++ {
 		if err := l.syncSegment(k, k == last); err != nil {
 			return err
 		}
 	}
-	if err := l.syncDir(last); err != nil {
-		return err
+	return nil
+}
+
+// cutBack makes every sync from now on fail with cause (unless it covers
+// a write synced already), stops the writer without flushing it, and cuts
+// the files back to the end of the newest synced write, so that a reload
+// or a restart sees nothing of a refused write. Called with the Store's
+// mutex held; a failed cut is retried by the next call (Recover).
+func (l *storeLog) cutBack(cause error) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.err == nil {
+		l.err = cause
 	}
-	l.syncedSeg, l.synced = last, target
+	l.done = true
+	if l.f != nil {
+		_ = l.f.Close()
+		l.f, l.fSeg = nil, -1
+	}
+	if l.cut {
+		return nil
+	}
+	if err := wlogcut.Cut(l.dir, l.good.seg, l.good.off); err != nil {
+		return fmt.Errorf("cut wal back to segment %d offset %d: %w", l.good.seg, l.good.off, err)
+	}
+	l.cut = true
 	return nil
 }
 
@@ -354,9 +430,12 @@ func (l *storeLog) truncate(low int, live bool) error {
 		if err := l.w.Log(appendMark(nil, l.lastSeq)); err != nil {
 			return fmt.Errorf("write wal mark: %w", err)
 		}
-		l.cur, l.curUsed, l.lastSeg = k, false, k
-		l.curSeg.Store(int64(k))
-		if err := l.syncTo(l.written.Add(1)); err != nil {
+		n, err := l.logged()
+		if err != nil {
+			return fmt.Errorf("write wal mark: %w", err)
+		}
+		l.curUsed, l.lastSeg = false, k
+		if err := l.syncTo(n); err != nil {
 			return err
 		}
 		low = k
@@ -650,7 +729,7 @@ func (s *Store) truncateLog() error {
 	err := s.wal.truncate(low, live)
 	if err != nil {
 		// A failed cut or mark leaves the writer's state unknown.
-		s.failed = err
+		s.fail(err)
 	}
 	return err
 }

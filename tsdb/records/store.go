@@ -559,7 +559,7 @@ func (s *Store) logDrop(start int64) error {
 		err = s.wal.syncTo(seq)
 	}
 	if err != nil {
-		s.failed = err
+		s.fail(err)
 	}
 	return err
 }

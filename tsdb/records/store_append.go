@@ -25,9 +25,10 @@ type pendingPart struct {
 // The batch is validated first and refused whole if any record is invalid
 // (ErrInvalidRecord), falls in a partition already removed by retention
 // (ErrOutOfRetention), or encodes to more than Options.MaxSegmentBytes.
-// After a write or sync error some records of the batch may have been
-// stored, and every later Append fails until Recover, because the state
-// of the log is then unknown.
+// After a write or sync error nothing of the batch is stored: the WAL is
+// cut back to the end of the newest write a sync covered, and every Append
+// not acknowledged by then fails too, as does every later one until
+// Recover, because the writer's page state is then unknown.
 func (s *Store) Append(recs []Record) error {
 	_, err := s.AppendBatch(recs, nil)
 	return err
@@ -67,8 +68,8 @@ func (s *Store) AppendBatch(recs []Record, meta [][]byte) (seq uint64, err error
 	}
 	if err := l.syncTo(wseq); err != nil {
 		s.mu.Lock()
-		if s.failed == nil {
-			s.failed = err
+		if s.wal == l {
+			s.fail(err)
 		}
 		s.mu.Unlock()
 		return 0, fmt.Errorf("append: %w", err)
@@ -159,9 +160,8 @@ func (s *Store) appendLocked(recs []Record, parts []pendingPart) (wseq, last uin
 	}
 	wseq, startSeg, err := s.wal.write(payloads)
 	if err != nil {
-		// Some pages may have reached the file; what the log holds is
-		// known again only after Recover reads it back.
-		s.failed = err
+		// Some pages may have reached the file: they are cut off.
+		s.fail(err)
 		return 0, 0, fmt.Errorf("append: %w", err)
 	}
 	s.wal.noteBatch(startSeg, seq)
@@ -200,7 +200,7 @@ func (s *Store) appendLocked(recs []Record, parts []pendingPart) (wseq, last uin
 	}
 	if s.opts.SyncEveryWrite {
 		if err := s.wal.syncTo(wseq); err != nil {
-			s.failed = err
+			s.fail(err)
 			return 0, 0, fmt.Errorf("append: %w", err)
 		}
 		return 0, seq, nil
