@@ -653,11 +653,26 @@ func (p *Records) commit(group []*submission) {
 		if err != nil {
 			// Batches before k are stored; keep the state in step with the
 			// store until recovery rebuilds it from the store's WAL.
+			stored := 0
 			for _, done := range batches[:k] {
 				p.d.pending = append(p.d.pending, done.items...)
+				stored += len(done.items)
 			}
 			p.fail(err)
-			reply(fmt.Errorf("%w: %v", ErrRecordsFailed, err))
+			// A submission whose items all went out in the stored appends
+			// is acknowledged: it is in the fsynced WAL. The others are
+			// refused. Only a submission larger than one append can
+			// straddle the failed one (docs/stages.md).
+			werr := fmt.Errorf("%w: %v", ErrRecordsFailed, err)
+			at := 0
+			for _, s := range group {
+				at += len(s.items)
+				if at <= stored {
+					s.done <- nil
+				} else {
+					s.done <- werr
+				}
+			}
 			return
 		}
 		p.seq = seq
