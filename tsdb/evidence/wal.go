@@ -33,12 +33,13 @@ const (
 	fragFirst     = 2
 	fragMiddle    = 3
 	fragLast      = 4
-
-	// segmentBytes is where a partition's log cuts segments. An hour of
-	// evidence is a few MiB; a partition is deleted whole, so segments
-	// only bound the size of one file.
-	segmentBytes = 16 << 20
 )
+
+// segmentBytes is where a partition's log cuts segments (a multiple of
+// the page size). An hour of evidence is a few MiB; a partition is
+// deleted whole, so segments only bound the size of one file. Tests make
+// it small to cross segments.
+var segmentBytes = 16 << 20
 
 var errNotRecord = errors.New("no wlog record at offset")
 
