@@ -400,6 +400,8 @@ func (s *Store) Append(items []Item) error {
 		return nil
 	}
 	type pending struct {
+		buf     []byte // the bodies, one after the other
+		ends    []int
 		bodies  [][]byte
 		hdrs    []header
 		jsonOff []uint32
@@ -418,10 +420,18 @@ func (s *Store) Append(items []Item) error {
 			pd = &pending{}
 			byPart[start] = pd
 		}
-		body := appendBody(nil, h, js)
-		pd.bodies = append(pd.bodies, body)
+		from := len(pd.buf)
+		pd.buf = appendBody(pd.buf, h, js)
+		pd.ends = append(pd.ends, len(pd.buf))
 		pd.hdrs = append(pd.hdrs, h)
-		pd.jsonOff = append(pd.jsonOff, uint32(len(body)-len(js)))
+		pd.jsonOff = append(pd.jsonOff, uint32(len(pd.buf)-from-len(js)))
+	}
+	for _, pd := range byPart {
+		from := 0
+		for _, end := range pd.ends {
+			pd.bodies = append(pd.bodies, pd.buf[from:end])
+			from = end
+		}
 	}
 
 	s.mu.Lock()

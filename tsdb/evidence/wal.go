@@ -50,7 +50,7 @@ var errNotRecord = errors.New("no wlog record at offset")
 // one call.
 func readRecordAt(r io.ReaderAt, off, size int64, hint int, buf []byte) (payload []byte, end int64, err error) {
 	payload = buf[:0]
-	var hdr [wlogHeaderLen]byte
+	var hdr []byte // only the general path needs it
 	first := true
 	for {
 		if left := wlogPageSize - off%wlogPageSize; left < wlogHeaderLen {
@@ -70,7 +70,10 @@ func readRecordAt(r io.ReaderAt, off, size int64, hint int, buf []byte) (payload
 				return append(b[:0], b[wlogHeaderLen:]...), off + wlogHeaderLen + int64(hint), nil
 			}
 		}
-		if _, err := r.ReadAt(hdr[:], off); err != nil {
+		if hdr == nil {
+			hdr = make([]byte, wlogHeaderLen)
+		}
+		if _, err := r.ReadAt(hdr, off); err != nil {
 			return nil, off, err
 		}
 		typ := hdr[0] & wlogTypeMask
