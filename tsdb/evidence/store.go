@@ -27,7 +27,7 @@ type Options struct {
 	// Retention is how long items are kept, measured from Now to the end
 	// of an item's span. 0 keeps items forever.
 	Retention time.Duration
-	// PartitionDuration is the time span of one file. 0 means 1 h.
+	// PartitionDuration is the time span of one partition directory. 0 means 1 h.
 	// Reopening with another duration is fine: files are named by their
 	// start and each keeps the items appended to it.
 	PartitionDuration time.Duration
@@ -98,8 +98,8 @@ type entry struct {
 // Stats describe the store.
 type Stats struct {
 	Items, Partitions int
-	Bytes             int64 // size of the partition files
-	// CorruptBytes were cut off partition files on Open (torn writes,
+	Bytes             int64 // size of the partitions' wlog segments
+	// CorruptBytes were cut off partition logs on Open, or lost converting version 1 files (torn writes,
 	// corruption) since the store was opened.
 	CorruptBytes int64
 }
@@ -583,7 +583,7 @@ type Result struct {
 }
 
 // Select returns the items matching q. Items past the retention are never
-// returned, whether or not their file has been deleted yet.
+// returned, whether or not their partition has been deleted yet.
 func (s *Store) Select(q Query) (Result, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -652,7 +652,7 @@ func (s *Store) Select(q Query) (Result, error) {
 	return res, nil
 }
 
-// ApplyRetention deletes the partition files whose items all ended before
+// ApplyRetention deletes the partition directories whose items all ended before
 // now − Retention and returns how many it deleted.
 func (s *Store) ApplyRetention(now time.Time) (int, error) {
 	s.mu.Lock()
