@@ -27,9 +27,9 @@ type Options struct {
 	// Retention is how long items are kept, measured from Now to the end
 	// of an item's span. 0 keeps items forever.
 	Retention time.Duration
-	// PartitionDuration is the time span of one partition directory. 0 means 1 h.
-	// Reopening with another duration is fine: files are named by their
-	// start and each keeps the items appended to it.
+	// PartitionDuration is the time span of one partition. 0 means 1 h.
+	// Reopening with another duration is fine: partitions are named by
+	// their start and each keeps the items appended to it.
 	PartitionDuration time.Duration
 	// Now is the retention clock; nil means time.Now.
 	Now func() time.Time
@@ -99,8 +99,9 @@ type entry struct {
 type Stats struct {
 	Items, Partitions int
 	Bytes             int64 // size of the partitions' wlog segments
-	// CorruptBytes were cut off partition logs on Open, or lost converting version 1 files (torn writes,
-	// corruption) since the store was opened.
+	// CorruptBytes were cut off partition logs, or left behind in
+	// version 1 files converted, on Open (torn writes, corruption) since
+	// the store was opened.
 	CorruptBytes int64
 }
 
