@@ -530,8 +530,31 @@ func (s *Store) Append(items []Item) error {
 		if _, err := s.applyRetention(now); err != nil {
 			s.log.Warn("evidence store: retention", "err", err)
 		}
+		s.closeIdleWriters(now)
 	}
 	return nil
+}
+
+// closeIdleWriters closes the wlog writers of partitions that ended more
+// than a partition ago: agents push what just happened, so those rarely
+// get more, and a writer holds a page buffer, a descriptor and a
+// goroutine. A late item opens a new one (and a new segment).
+func (s *Store) closeIdleWriters(now time.Time) {
+	for st, p := range s.parts {
+		if p.w == nil || st+2*s.dur > now.UnixNano() {
+			continue
+		}
+		if err := p.w.Close(); err != nil {
+			s.log.Warn("evidence store: close an idle partition writer", "dir", p.dir, "err", err)
+		}
+		p.w = nil
+		// Close padded the last page; the size is what Stats reports.
+		if _, last, err := wlog.Segments(p.dir); err == nil && last >= 0 {
+			if _, err := p.seg(last); err != nil {
+				s.log.Warn("evidence store: stat a segment", "dir", p.dir, "err", err)
+			}
+		}
+	}
 }
 
 // undo cuts what an Append that failed wrote after segment seg, offset

@@ -247,3 +247,35 @@ func TestConcurrentAppendSelect(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleWritersClose: a partition two partitions old loses its writer
+// at the next retention pass; a late item still lands and reads back.
+func TestIdleWritersClose(t *testing.T) {
+	now := t0.Add(30 * time.Minute)
+	s := openStore(t, t.TempDir(), &now, 0)
+	defer s.Close()
+	old := stackItem("n", 1, "a", t0.Add(time.Minute), 0.1)
+	if err := s.Append([]Item{old}); err != nil {
+		t.Fatal(err)
+	}
+	p := s.parts[t0.UnixNano()]
+	if p.w == nil {
+		t.Fatal("no writer after an append")
+	}
+	now = t0.Add(2*time.Hour + time.Minute)
+	cur := stackItem("n", 2, "b", t0.Add(2*time.Hour), 0.1)
+	if err := s.Append([]Item{cur}); err != nil {
+		t.Fatal(err)
+	}
+	if p.w != nil {
+		t.Fatal("the 12:00 partition kept its writer at 14:01")
+	}
+	if s.parts[t0.Add(2*time.Hour).UnixNano()].w == nil {
+		t.Fatal("the current partition lost its writer")
+	}
+	late := stackItem("n", 3, "c", t0.Add(2*time.Minute), 0.1)
+	if err := s.Append([]Item{late}); err != nil {
+		t.Fatal(err)
+	}
+	checkItems(t, s, []Item{old, late, cur})
+}
