@@ -279,3 +279,26 @@ func TestIdleWritersClose(t *testing.T) {
 	}
 	checkItems(t, s, []Item{old, late, cur})
 }
+
+// TestReadBackChecksCRC: a byte flipped under an open store is caught when
+// the item is read back, not returned.
+func TestReadBackChecksCRC(t *testing.T) {
+	dir := t.TempDir()
+	now := t0.Add(time.Hour)
+	s := openStore(t, dir, &now, 0)
+	defer s.Close()
+	if err := s.Append([]Item{stackItem("n", 1, strings.Repeat("a", 40000), t0, 0.1), stackItem("n", 2, "b", t0.Add(time.Second), 0.1)}); err != nil {
+		t.Fatal(err)
+	}
+	checkItems(t, s, []Item{stackItem("n", 1, strings.Repeat("a", 40000), t0, 0.1), stackItem("n", 2, "b", t0.Add(time.Second), 0.1)})
+	path := partFile(t, dir)
+	b, _ := os.ReadFile(path)
+	for _, at := range []int{100, len(b) - 10} { // in the split record, in the one after
+		c := bytes.Clone(b)
+		c[at] ^= 0x20
+		os.WriteFile(path, c, 0o644)
+		if r, err := s.Select(Query{}); err == nil {
+			t.Fatalf("flipped byte %d: no error, %d items", at, len(r.Items))
+		}
+	}
+}
