@@ -13,20 +13,19 @@
 // crash loses no item whose Append returned. Items older than the
 // retention are never returned, and their partition files are deleted once
 // every item in them is older. Memory holds a small index entry per item
-// (times, latency, pid, interned kind/node/comm/probe, file offset), not the
-// items.
+// (times, latency, pid, interned kind/node/comm/probe, segment and offset),
+// not the items.
 //
 // # Files
 //
-// Dir holds one append-only file per partition of Options.PartitionDuration,
-// named by the partition's start in Unix milliseconds
-// (evidence-<start>.log), and a LOCK file. An item goes to the partition of
-// the start of its span. A file is:
+// Dir holds one directory per partition of Options.PartitionDuration,
+// named by the partition's start in Unix milliseconds (evidence-<start>),
+// and a LOCK file. An item goes to the partition of the start of its span.
+// A partition directory is a prometheus tsdb/wlog log (the format the
+// records WAL and the derive journal use): segments 00000000, 00000001, …
+// of 32 KiB pages, each record split into fragments with a type byte, a
+// length and a CRC32C. One record is one item:
 //
-//	magic    8 bytes  "TREVID01"
-//	record*
-//
-//	record:  length u32 LE (of body) | crc32c u32 LE (Castagnoli, of body) | body
 //	body:    version    u8 = 1
 //	         from       varint   span start, Unix ns
 //	         to         varint   span end, Unix ns
@@ -39,7 +38,25 @@
 //	         item       the rest: the item's canonical JSON
 //
 // The header repeats what queries filter on, so Open rebuilds the index
-// without parsing JSON. Reopening stops at the first record of a file whose
-// length or checksum is wrong (a torn write at a crash, or corruption), cuts
-// the file there, logs how many bytes were lost and counts them in Stats.
+// without parsing JSON, reading each segment once with wlog's reader. wlog
+// reads only from the start and does not say where it put a record, so
+// the index keeps each record's segment and offset (the end of the record
+// before it, found on Open from the reader's offset and on Append by
+// walking what was just written), and Select reads an item back there
+// with a small reader of wlog's page framing that checks the fragments'
+// checksums. Each process opens a partition's writer on its first Append
+// to it, which starts a new segment; Append fsyncs the segments it wrote
+// (wlog itself fsyncs only when it cuts one, asynchronously).
+//
+// Reopening stops at the first record of a partition that is torn, fails
+// its checksum or does not decode (a torn write at a crash, or
+// corruption): the segment is cut there, later segments are removed, and
+// the bytes lost (not counting the zeros wlog pads pages with) are logged
+// and counted in Stats.
+//
+// Version 1 stores kept a partition in one file, evidence-<start>.log:
+// "TREVID01", then the same bodies framed by length u32 LE and crc32c u32
+// LE. Open converts each such file once, through evidence-<start>.tmp
+// renamed into place, and removes it (migrate.go). docs/format/evidence.md
+// has the details.
 package evidence

@@ -8,7 +8,9 @@ import (
 	"math"
 )
 
-// File layout constants (doc.go has the diagram).
+// Record layout constants (doc.go has the diagram). fileMagic and
+// frameHeader belong to the version 1 partition files, which Open
+// converts (migrate.go).
 const (
 	fileMagic     = "TREVID01"
 	recordVersion = 1
@@ -37,10 +39,21 @@ func headerOf(it *Item) header {
 	}
 }
 
-// appendRecord appends one framed record (header and canonical JSON) to dst.
+// appendRecord appends one version 1 framed record (header and canonical
+// JSON) to dst.
 func appendRecord(dst []byte, h header, js []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, frameHeader)...)
+	dst = appendBody(dst, h, js)
+	body := dst[start+frameHeader:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(body, castagnoli))
+	return dst
+}
+
+// appendBody appends a record body: the header queries filter on, then
+// the item's canonical JSON. It is the payload of one wlog record.
+func appendBody(dst []byte, h header, js []byte) []byte {
 	dst = append(dst, recordVersion)
 	dst = binary.AppendVarint(dst, h.from)
 	dst = binary.AppendVarint(dst, h.to)
@@ -50,11 +63,7 @@ func appendRecord(dst []byte, h header, js []byte) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(s)))
 		dst = append(dst, s...)
 	}
-	dst = append(dst, js...)
-	body := dst[start+frameHeader:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(body, castagnoli))
-	return dst
+	return append(dst, js...)
 }
 
 // Errors of decodeRecord.

@@ -69,3 +69,31 @@ func BenchmarkParseBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadBack reads back every item of a 1-minute window (about
+// 1 700 of 100 000 stored over an hour): the cost of finding each item in
+// its file and checking its checksum.
+func BenchmarkReadBack(b *testing.B) {
+	now := t0.Add(time.Hour)
+	s := openStore(b, b.TempDir(), &now, 0)
+	defer s.Close()
+	items := make([]Item, 1000)
+	for batch := range 100 {
+		for i := range items {
+			at := t0.Add(time.Duration(batch*1000+i) * 36 * time.Millisecond)
+			items[i] = stackItem("n", uint32(i+1), "python3", at, float64(i%97)/1000)
+		}
+		if err := s.Append(items); err != nil {
+			b.Fatal(err)
+		}
+	}
+	q := Query{Start: t0.Add(30 * time.Minute), End: t0.Add(31 * time.Minute)}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := s.Select(q)
+		if err != nil || len(r.Items) < 1600 {
+			b.Fatal(err, len(r.Items))
+		}
+		sinkResult = r
+	}
+}

@@ -149,12 +149,12 @@ func must(r Result, err error) Result {
 	return r
 }
 
-// partFile returns the single partition file of dir.
+// partFile returns the single wlog segment of the single partition of dir.
 func partFile(t *testing.T, dir string) string {
 	t.Helper()
-	m, _ := filepath.Glob(filepath.Join(dir, "evidence-*.log"))
+	m, _ := filepath.Glob(filepath.Join(dir, "evidence-*", "0*"))
 	if len(m) != 1 {
-		t.Fatalf("partition files %v, want 1", m)
+		t.Fatalf("partition segments %v, want 1", m)
 	}
 	return m[0]
 }
@@ -212,9 +212,10 @@ func TestCorruptRecordCutsRest(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	// Flip a byte inside the second record's JSON: its checksum fails; the
 	// records after it cannot be trusted to be framed right and are cut
-	// too. Record sizes are equal here (same shapes, one-digit pids).
-	rec := (full - int64(len(fileMagic))) / 3
-	b[int64(len(fileMagic))+rec+rec-10] ^= 0xff
+	// too. Record sizes are equal here (same shapes, one-digit pids), and
+	// the three share the segment's first page.
+	rec := full / 3
+	b[rec+rec-10] ^= 0xff
 	os.WriteFile(path, b, 0o644)
 	s = openStore(t, dir, &now, 0)
 	defer s.Close()
@@ -226,20 +227,21 @@ func TestCorruptRecordCutsRest(t *testing.T) {
 
 func TestBadFiles(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, partName(0)), []byte("NOTMAGIC and more"), 0o644)
+	os.WriteFile(filepath.Join(dir, partFileV1(0)), []byte("NOTMAGIC and more"), 0o644)
 	if _, err := Open(Options{Dir: dir}); err == nil || !strings.Contains(err.Error(), "not an evidence file") {
 		t.Fatalf("foreign file: %v", err)
 	}
-	// A file cut inside its magic (crash right after creation) is rewritten.
+	// A version 1 file cut inside its magic (crash right after creation)
+	// becomes an empty partition.
 	dir = t.TempDir()
-	os.WriteFile(filepath.Join(dir, partName(0)), []byte("TREV"), 0o644)
+	os.WriteFile(filepath.Join(dir, partFileV1(0)), []byte("TREV"), 0o644)
 	os.WriteFile(filepath.Join(dir, "unrelated.txt"), []byte("x"), 0o644)
 	s, err := Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if st := s.Stats(); st.Partitions != 1 || st.Bytes != int64(len(fileMagic)) {
+	if st := s.Stats(); st.Partitions != 1 || st.Items != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	if _, err := Open(Options{}); err == nil {
