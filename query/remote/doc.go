@@ -37,6 +37,9 @@
 //   - A store's answer is read whole before the merge starts (as the
 //     prometheus module's remote read storage does), so a failure half way
 //     through a stream is a failed store, never a truncated series.
+//     Each chunk is decoded once while reading: one whose samples go back
+//     in time, or that does not decode to its end, makes the whole answer
+//     a failed store ("samples out of order: …"), never a wrong series.
 //   - Only evaluation is global. A server's series, label and remote read
 //     endpoints keep serving its local TSDB (api.Options.Queryable): a
 //     Thanos sidecar builds its StoreAPI from them, and must not re-export

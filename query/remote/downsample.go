@@ -219,6 +219,9 @@ func seriesFromPB(ps *storepb.Series, aggrs []storepb.Aggr) (storage.Series, err
 		if err != nil {
 			return nil, fmt.Errorf("series %s: chunk %d: %w", lset, i, err)
 		}
+		if err := checkChunkOrder(it()); err != nil {
+			return nil, fmt.Errorf("series %s: chunk %d: %w", lset, i, err)
+		}
 		its = append(its, it)
 	}
 	if !allRaw && len(aggrs) == 1 && aggrs[0] == storepb.Aggr_COUNTER {
@@ -240,6 +243,32 @@ func seriesFromPB(ps *storepb.Series, aggrs []storepb.Aggr) (storage.Series, err
 		return parts[0], nil
 	}
 	return storage.ChainedSeriesMerge(parts...), nil
+}
+
+// checkChunkOrder reads a decoded chunk once, before the engine does, and
+// fails if its timestamps go back in time or it does not decode to the
+// end. The chunk bytes are the endpoint's: XOR and histogram chunks store
+// timestamp deltas, so a buggy or hostile store can encode any order, and
+// chunkenc decodes it without complaint. The merge iterators and the
+// engine assume time order and would silently answer wrong, so the whole
+// response is the store's error instead (storeQuerier names the store; a
+// warning under partial response), as a Thanos querier treats a store
+// that breaks the protocol. Equal timestamps pass: a Thanos counter
+// aggregate chunk repeats its last timestamp to carry the true last raw
+// value (see counterSamples).
+func checkChunkOrder(it chunkenc.Iterator) error {
+	last := int64(math.MinInt64)
+	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+		t := it.AtT()
+		if t < last {
+			return fmt.Errorf("samples out of order: %d after %d", t, last)
+		}
+		last = t
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return nil
 }
 
 // aggSample is one decoded sample of a downsampled series.

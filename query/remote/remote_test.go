@@ -365,11 +365,49 @@ func TestSeriesFromPBRejects(t *testing.T) {
 		"no sum":        {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 1, MaxTime: 2, Count: &storepb.Chunk{}}}},
 		"bad encoding":  {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 1, MaxTime: 2, Raw: &storepb.Chunk{Type: 9}}}},
 		"short chunk":   {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 1, MaxTime: 2, Raw: &storepb.Chunk{Data: []byte{0}}}}},
+		"out of order":  {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{xorChunk(t, sample{5, 1}, sample{3, 2})}},
 		"inverted time": {Labels: []*storepb.Label{{Name: "a", Value: "v"}}, Chunks: []*storepb.AggrChunk{{MinTime: 3, MaxTime: 2, Raw: &storepb.Chunk{}}}},
 	} {
 		if _, err := seriesFromPB(s, aggrsForFunc("")); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestStoreAPIOutOfOrder: a store whose chunk decodes to samples going
+// back in time (chunkenc decodes any deltas) breaks the protocol; its
+// whole response is rejected with an error naming it, or a warning under
+// partial response, and no sample of it reaches the answer.
+func TestStoreAPIOutOfOrder(t *testing.T) {
+	bad := xorChunk(t, sample{1000, 1}, sample{3000, 3}, sample{2000, 2})
+	f := &fakeStore{series: []*storepb.Series{
+		{Labels: []*storepb.Label{{Name: "__name__", Value: "x"}, {Name: "cluster", Value: "ok"}}, Chunks: []*storepb.AggrChunk{xorChunk(t, sample{1000, 7})}},
+		{Labels: []*storepb.Label{{Name: "__name__", Value: "x"}, {Name: "cluster", Value: "bad"}}, Chunks: []*storepb.AggrChunk{bad}},
+	}}
+	addr := serveFake(t, f)
+	s, err := NewStoreAPI(StoreAPIOptions{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	local := promqltest.LoadedStorage(t, "load 1m\n\tx{instance=\"i\"} 1 2\n")
+	opts := DefaultOptions()
+	opts.Stores = func() []Store { return []Store{s} }
+	g := New(local, opts)
+
+	_, _, err = selectAll(t, WithPartialResponse(context.Background(), false), g, metric("x"))
+	if err == nil || !strings.Contains(err.Error(), "store "+addr+": ") || !strings.Contains(err.Error(), "samples out of order: 2000 after 3000") {
+		t.Errorf("without partial response: %v, want the store's out-of-order error", err)
+	}
+	got, warns, err := selectAll(t, context.Background(), g, metric("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[`{__name__="x", instance="i"}`] == nil {
+		t.Errorf("partial answer %v, want only the local series", got)
+	}
+	if !hasAnno(warns, annotations.PromQLWarning, "store "+addr+" failed, the answer is partial") {
+		t.Errorf("warnings %v do not name the store", warns)
 	}
 }
 
