@@ -127,10 +127,12 @@ func (b *logBatch) Unmarshal(src []byte) (tail []byte, err error) {
 	d := decoder{b: src[batchFixedLen:]}
 	start, dur := d.uvarint("partition start"), d.uvarint("partition duration")
 	flags := d.byte("flags")
-	n := uint64(binary.LittleEndian.Uint32(d.bytes(4, "record count")))
+	// d.bytes is nil once the decoder failed: check before reading it.
+	nb := d.bytes(4, "record count")
 	if d.err != nil {
 		return src, fmt.Errorf("wal batch: %w", d.err)
 	}
+	n := uint64(binary.LittleEndian.Uint32(nb))
 	if start > 1<<62 || dur == 0 || dur > 1<<62 || start%dur != 0 {
 		return src, fmt.Errorf("wal batch: bad partition start %d duration %d", start, dur)
 	}
