@@ -123,7 +123,7 @@ func TestNodeFor(t *testing.T) {
 		{"anything", map[string]string{"stage": "detokenize"}, "tokenize"},
 		{"vllm:e2e_request_latency_seconds", map[string]string{"node": "tokenize"}, "tokenize"},
 		{"tailroot_stage_seconds_sum", map[string]string{"stage": "prefill"}, "prefill"},
-		// Exporters' own families (issue 12: candidates from what is there).
+		// Exporters' own families: candidates come from what is stored.
 		{"node_cpu_seconds_total", nil, "runqueue"},
 		{"node_vmstat_pgmajfault", nil, "page_faults"},
 		{"node_pressure_memory_waiting_seconds_total", nil, "page_faults"},

@@ -23,7 +23,7 @@ import (
 	"github.com/tailroot/tailroot/query"
 )
 
-// The shapes of issue 15's measurements: "L" is 51 k series over 2 h
+// The shapes of the dashboard measurements in docs/benchmarks.md: "L" is 51 k series over 2 h
 // (classic histogram x_bucket by stage and le, a tokens_total counter by
 // model, and a native histogram xn_seconds by stage), "S" is 2.6 k series
 // over 24 h. Building L takes a while, so by default both are cut to a
