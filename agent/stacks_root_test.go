@@ -134,6 +134,16 @@ func getStacks(t *testing.T, base string, pid int, from, to time.Time) []stackIt
 	return env.Data
 }
 
+// hasKernelFrames reports whether a stack item has a kernel frame.
+func hasKernelFrames(it stackItem) bool {
+	for _, f := range it.Frames {
+		if f.Module == "[kernel]" {
+			return true
+		}
+	}
+	return false
+}
+
 // checkSlowPathStacks waits until the server returns, for the test's time
 // window, an off-CPU and a syscall stack of the slowpath process through
 // slow_path_sleep, and checks them: latency at least the 50 ms sleep,
@@ -143,14 +153,24 @@ func checkSlowPathStacks(t *testing.T, base string, sp *slowPath, since time.Tim
 	t.Helper()
 	found := map[string]stackItem{}
 	deadline := time.Now().Add(20 * time.Second)
-	for len(found) < 2 && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
 		time.Sleep(300 * time.Millisecond)
 		for _, it := range getStacks(t, base, sp.pid, since, time.Now()) {
 			for _, f := range it.Frames {
 				if f.Function == "slow_path_sleep" {
-					found[it.Probe] = it
+					// A stack whose kernel half the probe could not
+					// record (a stack-map collision under load) is kept
+					// only until one with kernel frames arrives.
+					if prev, ok := found[it.Probe]; !ok || !hasKernelFrames(prev) || hasKernelFrames(it) {
+						found[it.Probe] = it
+					}
 				}
 			}
+		}
+		// Both probes seen; an off-CPU stack without its kernel frames
+		// waits a little for a complete one.
+		if len(found) == 2 && (hasKernelFrames(found["offcpu"]) || time.Until(deadline) < 5*time.Second) {
+			break
 		}
 	}
 	until := time.Now()
