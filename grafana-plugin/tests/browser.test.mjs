@@ -301,7 +301,9 @@ test('walkthrough: P99 TTFT jumps at the scheduled incident, the breakdown says 
     const rows = page.getByTestId('table-row');
     await waitFor('the ranking', async () => (await rows.count()) > 0, 60_000);
     const first = await rows.first().innerText();
-    assert.match(first, new RegExp(`DCGM_FI_DEV_SM_CLOCK\\{instance="${faultyInstance.replace(/[.]/g, '\\.')}"\\}`), `first row: ${first}`);
+    // Discovered candidates keep every label of their series (gpu, job,
+    // model_name, …): the metric and its instance are what identify it.
+    assert.match(first, new RegExp(`DCGM_FI_DEV_SM_CLOCK\\{[^}]*\\binstance="${faultyInstance.replace(/[.]/g, '\\.')}"[^}]*\\}`), `first row: ${first}`);
     shots.push([page, 'rootcause-table.png']);
     assert.deepEqual(pageErrors, []);
   }
