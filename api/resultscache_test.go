@@ -60,8 +60,10 @@ func TestDifferentialWithResultsCache(t *testing.T) {
 		stepS := []int64{15, 30, 60, 97}[r.IntN(4)]
 		shift := int64(r.IntN(21)-10) * stepS
 		for _, rng := range [][2]int64{{start, end}, {start, end}, {start + shift, end + shift + stepS*int64(r.IntN(5))}} {
-			params := url.Values{"query": {q}, "start": {strconv.FormatInt(rng[0], 10)},
-				"end": {strconv.FormatInt(rng[1], 10)}, "step": {strconv.FormatInt(stepS, 10)}}
+			params := url.Values{
+				"query": {q}, "start": {strconv.FormatInt(rng[0], 10)},
+				"end": {strconv.FormatInt(rng[1], 10)}, "step": {strconv.FormatInt(stepS, 10)},
+			}
 			c1, b1 := get(t, ours, "/api/v1/query_range", params)
 			c2, b2 := get(t, theirs, "/api/v1/query_range", params)
 			if c1 != c2 || b1 != b2 {
@@ -100,8 +102,10 @@ func TestResultsCacheBypass(t *testing.T) {
 	co.Registerer = reg
 	cache := resultscache.New(co)
 	h := New(db, ng, Handlers{}, Options{ResultsCache: cache}, nil, prometheus.NewRegistry()).router
-	params := url.Values{"query": {`sum by (model_name) (rate(http_requests_total[5m]))`},
-		"start": {strconv.FormatInt(diffStart.Unix(), 10)}, "end": {strconv.FormatInt(diffStart.Unix()+3000, 10)}, "step": {"60"}}
+	params := url.Values{
+		"query": {`sum by (model_name) (rate(http_requests_total[5m]))`},
+		"start": {strconv.FormatInt(diffStart.Unix(), 10)}, "end": {strconv.FormatInt(diffStart.Unix()+3000, 10)}, "step": {"60"},
+	}
 	send := func(method string, params url.Values, header http.Header) {
 		t.Helper()
 		var req *http.Request

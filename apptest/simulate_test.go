@@ -503,7 +503,8 @@ func checkWalkthrough(t *testing.T, app *App, incident time.Time) {
 	topStage := slices.MaxFunc(b.Stages, func(x, y struct {
 		Stage string  `json:"stage"`
 		C     float64 `json:"contribution_seconds"`
-	}) int {
+	},
+	) int {
 		return cmp.Compare(x.C, y.C)
 	})
 	if b.Method != "tail_mean_records" || b.Kind != "exact" || (topStage.Stage != "queue" && topStage.Stage != "prefill") {

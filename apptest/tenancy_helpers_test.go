@@ -108,16 +108,24 @@ func rw1Body(t testing.TB, d tenantData, extra ...prompb.TimeSeries) []byte {
 	wr := prompb.WriteRequest{
 		Timeseries: append([]prompb.TimeSeries{
 			// Both tenants write this exact series.
-			{Labels: []prompb.Label{{Name: "__name__", Value: "tq_metric"}, {Name: "job", Value: "shared"}},
+			{
+				Labels:    []prompb.Label{{Name: "__name__", Value: "tq_metric"}, {Name: "job", Value: "shared"}},
 				Samples:   []prompb.Sample{{Timestamp: ms, Value: d.value}},
-				Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: d.mark + "-trace"}}, Value: d.value, Timestamp: ms}}},
-			{Labels: []prompb.Label{{Name: "__name__", Value: "tq_metric"}, {Name: "job", Value: d.mark + "-job"}},
-				Samples: []prompb.Sample{{Timestamp: ms, Value: d.value + 1}}},
-			{Labels: []prompb.Label{{Name: "__name__", Value: d.mark + "_rw1_total"}, {Name: "job", Value: "x"}},
-				Samples: []prompb.Sample{{Timestamp: ms, Value: 5}}},
+				Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: d.mark + "-trace"}}, Value: d.value, Timestamp: ms}},
+			},
+			{
+				Labels:  []prompb.Label{{Name: "__name__", Value: "tq_metric"}, {Name: "job", Value: d.mark + "-job"}},
+				Samples: []prompb.Sample{{Timestamp: ms, Value: d.value + 1}},
+			},
+			{
+				Labels:  []prompb.Label{{Name: "__name__", Value: d.mark + "_rw1_total"}, {Name: "job", Value: "x"}},
+				Samples: []prompb.Sample{{Timestamp: ms, Value: 5}},
+			},
 			// A client-sent tenant label is replaced by the writer's tenant.
-			{Labels: spoofLabels(d, prompb.Label{Name: "__name__", Value: "tq_spoof"}, prompb.Label{Name: "job", Value: d.mark + "-spoof"}),
-				Samples: []prompb.Sample{{Timestamp: ms, Value: 9}}},
+			{
+				Labels:  spoofLabels(d, prompb.Label{Name: "__name__", Value: "tq_spoof"}, prompb.Label{Name: "job", Value: d.mark + "-spoof"}),
+				Samples: []prompb.Sample{{Timestamp: ms, Value: 9}},
+			},
 		}, extra...),
 		Metadata: []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: d.mark + "_rw1", Help: d.mark + " help"}},
 	}

@@ -328,8 +328,10 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 			fam = nd.Family
 			byNode[node] = append(byNode[node], i)
 		}
-		rk[i] = Ranked{Name: c.Name, Metric: c.Metric, Node: node, Family: fam, Labels: c.Labels, BARO: baro[c.Name], Onset: -1,
-			GrangerP: math.NaN(), GrangerQ: math.NaN()}
+		rk[i] = Ranked{
+			Name: c.Name, Metric: c.Metric, Node: node, Family: fam, Labels: c.Labels, BARO: baro[c.Name], Onset: -1,
+			GrangerP: math.NaN(), GrangerQ: math.NaN(),
+		}
 		if joins != nil {
 			rk[i].Join, groups[i] = joins[i], joins[i].Host
 		} else {

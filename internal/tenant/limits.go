@@ -90,13 +90,17 @@ func (l *limiter) take(rl *rate.Limiter, n int, name string, value float64, what
 	now := l.now()
 	r := rl.ReserveN(now, n)
 	if !r.OK() {
-		return &LimitError{Tenant: l.id, Limit: name, Value: value, RetryAfter: time.Second,
-			Detail: fmt.Sprintf("a write of %d %s is over the burst of %d; send smaller writes", n, what, rl.Burst())}
+		return &LimitError{
+			Tenant: l.id, Limit: name, Value: value, RetryAfter: time.Second,
+			Detail: fmt.Sprintf("a write of %d %s is over the burst of %d; send smaller writes", n, what, rl.Burst()),
+		}
 	}
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return &LimitError{Tenant: l.id, Limit: name, Value: value, RetryAfter: d,
-			Detail: fmt.Sprintf("a write of %d %s would exceed the rate", n, what)}
+		return &LimitError{
+			Tenant: l.id, Limit: name, Value: value, RetryAfter: d,
+			Detail: fmt.Sprintf("a write of %d %s would exceed the rate", n, what),
+		}
 	}
 	return nil
 }
@@ -111,8 +115,10 @@ func (t *Tenant) AcquireQuery() (release func(), err error) {
 	case t.lim.queries <- struct{}{}:
 		return func() { <-t.lim.queries }, nil
 	default:
-		return nil, &LimitError{Tenant: t.ID, Limit: "max_concurrent_queries", Value: float64(t.lim.l.MaxConcurrentQueries),
-			RetryAfter: time.Second, Detail: "every query slot of the tenant is in use"}
+		return nil, &LimitError{
+			Tenant: t.ID, Limit: "max_concurrent_queries", Value: float64(t.lim.l.MaxConcurrentQueries),
+			RetryAfter: time.Second, Detail: "every query slot of the tenant is in use",
+		}
 	}
 }
 
@@ -154,10 +160,12 @@ func (b *SeriesBatch) Add(h uint64) error {
 		l.sweepLocked()
 	}
 	if len(l.series)+l.reserved >= l.l.MaxActiveSeries {
-		return &LimitError{Tenant: l.id, Limit: "max_active_series", Value: float64(l.l.MaxActiveSeries),
+		return &LimitError{
+			Tenant: l.id, Limit: "max_active_series", Value: float64(l.l.MaxActiveSeries),
 			RetryAfter: time.Minute,
 			Detail: fmt.Sprintf("%d series were written in the last %s; a series counts until it has had no sample for that long",
-				len(l.series), ActiveSeriesWindow)}
+				len(l.series), ActiveSeriesWindow),
+		}
 	}
 	if b.fresh == nil {
 		b.fresh = map[uint64]struct{}{}

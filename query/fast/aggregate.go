@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/schema"
@@ -41,7 +42,7 @@ type aggGroup struct {
 }
 
 func newAggregator(ev *evaluator, a *aggregate) *aggregator {
-	wk := append([]string{labels.MetricName}, a.grouping...)
+	wk := append([]string{model.MetricNameLabel}, a.grouping...)
 	slices.Sort(wk)
 	return &aggregator{ev: ev, a: a, index: map[string]int{}, lb: labels.NewBuilder(labels.EmptyLabels()), withoutKey: slices.Compact(wk)}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
@@ -88,7 +89,7 @@ func metricName(vs *parser.VectorSelector) string {
 		return vs.Name
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value
 		}
 	}
@@ -184,7 +185,7 @@ func (p *Plan) compile(expr parser.Expr, path []parser.Node) (node, bool) {
 			return nil, false
 		}
 		for _, g := range e.Grouping {
-			if g == labels.MetricName || strings.HasPrefix(g, "__") {
+			if g == model.MetricNameLabel || strings.HasPrefix(g, "__") {
 				return nil, false
 			}
 		}
@@ -254,7 +255,7 @@ func simpleSelector(vs *parser.VectorSelector) bool {
 		return false
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value != "" {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual && m.Value != "" {
 			return true
 		}
 	}

@@ -46,7 +46,6 @@ type shard struct {
 	worker
 	hash uint64 // of the labels of the batch it walked
 	n    int    // series it walked in the batch
-	err  error
 }
 
 func (ev *evaluator) runLeaf(l *leaf, s sink) error {

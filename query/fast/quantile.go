@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -33,7 +34,7 @@ func (ev *evaluator) histogramQuantile(n *quantile, cols []*column) []*column {
 	)
 	nameFor := func(ls labels.Labels) string {
 		if ev.opts.DelayedNameRemoval && n.inLeaf {
-			return ls.Get(labels.MetricName)
+			return ls.Get(model.MetricNameLabel)
 		}
 		return ""
 	}

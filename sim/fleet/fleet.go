@@ -287,8 +287,10 @@ func with(base map[string]string, kv ...string) map[string]string {
 func simulateHost(r *rand.Rand, host string, h, n int, f fault, decoy int) []Series {
 	rc := &recorder{series: map[string]*Series{}}
 	vllm := map[string]string{"instance": host + ":8000", "job": "vllm", "model_name": "llama-3.1-8b"}
-	dcgm := map[string]string{"instance": host + ":9400", "job": "dcgm", "gpu": "0",
-		"UUID": fmt.Sprintf("GPU-%08x-1c2d-4e5f-8a9b-%012x", 0x5eed0000+h, 0xabc000+h), "Hostname": host, "modelName": "NVIDIA H100 80GB HBM3"}
+	dcgm := map[string]string{
+		"instance": host + ":9400", "job": "dcgm", "gpu": "0",
+		"UUID": fmt.Sprintf("GPU-%08x-1c2d-4e5f-8a9b-%012x", 0x5eed0000+h, 0xabc000+h), "Hostname": host, "modelName": "NVIDIA H100 80GB HBM3",
+	}
 	node := map[string]string{"instance": host + ":9100", "job": "node"}
 	backup := map[string]string{"instance": host + ":9256", "job": "backup"}
 

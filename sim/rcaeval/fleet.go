@@ -308,8 +308,10 @@ func runFleetCase(c fleet.Class, seed uint64, ro rca.Options) (FleetCase, error)
 		}
 		return 0
 	}
-	fc := FleetCase{Class: c, Seed: seed, Truth: tr, Verdict: res.Verdict, Candidates: len(rc), OnsetError: map[string]float64{},
-		TargetZ: res.Change.Z, TargetChange: res.Change.Shift / mean(tv[:res.ChangePoint])}
+	fc := FleetCase{
+		Class: c, Seed: seed, Truth: tr, Verdict: res.Verdict, Candidates: len(rc), OnsetError: map[string]float64{},
+		TargetZ: res.Change.Z, TargetChange: res.Change.Shift / mean(tv[:res.ChangePoint]),
+	}
 	var tail []string
 	for _, r := range res.Ranking {
 		tail = append(tail, r.Name)
