@@ -44,7 +44,7 @@
 //	gil          host      tokenize
 //	block_io     host      queue
 //	network      host      tokenize
-//	gpu_clock    gpu       gpu_util, gpu_power, cuda, prefill, decode
+//	gpu_clock    gpu       batch, gpu_util, gpu_power, cuda, prefill, decode
 //	gpu_util     gpu       gpu_power, prefill, decode
 //	gpu_power    gpu       —
 //	cuda         gpu       prefill, decode

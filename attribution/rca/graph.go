@@ -257,6 +257,10 @@ var servingEdges = []Edge{
 	{"load", "batch"},
 	{"tokens", "batch"},
 	{"token_rate", "batch"},
+	// A slower GPU makes every engine step longer, so requests accumulate
+	// and the running batch grows (Little's law): a throttle moves the
+	// batch without its load parents moving.
+	{"gpu_clock", "batch"},
 	{"load", "gil"},
 	{"runqueue", "gil"},
 	{"load", "queue"},
