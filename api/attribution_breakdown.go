@@ -277,12 +277,6 @@ func (a *Attribution) abData(r *http.Request) (*abData, []string, error) {
 	}
 	opts := attribution.CIOptions{Method: method, Seed: tailfn.BootstrapSeed}
 	var warnings []string
-	if cl != nil && metric == "ttft" {
-		// The protocol's ttft field keeps the records without a TTFT
-		// (0), which this endpoint leaves out: answered locally.
-		warnings = append(warnings, fmt.Sprintf("metric ttft is compared over this server's records only (1 of %d nodes)", len(cl.Shards())))
-		cl = nil
-	}
 	if cl != nil {
 		qd, err := cl.QuantileDiff(ctx, wa, wb, metric, p, level, opts)
 		if err := peerFailure(err); err != nil {

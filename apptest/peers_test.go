@@ -273,7 +273,11 @@ func compareAttribution(t *testing.T, all, a *App, ts time.Time, span, half time
 			call{"/api/v1/attribution/breakdown", url.Values{"start": {strconv.FormatInt(ts.Add(-half).Unix(), 10)}, "end": {end}, "quantile": {p}, "method": {"shapley"}, "baseline_offset": {fmt.Sprintf("%ds", int(half.Seconds()))}}},
 			call{"/api/v1/attribution/ab", with("quantile", p, "a", `{instance="vllm-1"}`, "b", `{instance!="vllm-1"}`)})
 	}
-	calls = append(calls, call{"/api/v1/attribution/breakdown", with("view", "heat", "quantile", "0.9")})
+	calls = append(calls, call{"/api/v1/attribution/breakdown", with("view", "heat", "quantile", "0.9")},
+		// Time to first token: every node decomposes its own records'.
+		call{"/api/v1/attribution/breakdown", with("metric", "ttft", "quantile", "0.99")},
+		call{"/api/v1/attribution/breakdown", with("metric", "ttft", "quantile", "0.9", "method", "euler")},
+		call{"/api/v1/attribution/ab", with("metric", "ttft", "quantile", "0.9", "a", `{instance="vllm-1"}`, "b", `{instance!="vllm-1"}`)})
 	decode := func(app *App, c call) map[string]any {
 		t.Helper()
 		code, body := app.Get(t, c.path, c.params)

@@ -171,9 +171,7 @@ func loadRequests(ctx context.Context, src RecordSource, w Window, metric string
 	if err != nil {
 		return attribution.Requests{}, 0, err
 	}
-	if skipped > 0 {
-		*warnings = append(*warnings, fmt.Sprintf("%d requests without a TTFT, or with queue+tokenize+prefill above it, were left out", skipped))
-	}
+	skippedWarning(warnings, skipped)
 	return reqs, pop.Clamped, nil
 }
 

@@ -206,6 +206,10 @@ type view struct {
 	s     *attempt
 	w     Window
 	field string
+	// records is the record set of every round (ShardRequest.Records);
+	// skipped is what it left out, from the last stageColumns.
+	records string
+	skipped int
 	// expect holds each shard's count from the summary round.
 	expect []int
 	sum    *clusterSummary
@@ -218,6 +222,20 @@ func (s *attempt) view(w Window, field string) *view {
 	return &view{s: s, w: w, field: field}
 }
 
+// recordsView is view over one record set of the window
+// (ShardRequest.Records).
+func (s *attempt) recordsView(w Window, field, records string) *view {
+	return &view{s: s, w: w, field: field, records: records}
+}
+
+// stageNames are the stages the view's records are decomposed into.
+func (v *view) stageNames() []string {
+	if v.records == RecordsTTFT {
+		return TTFTStageNames
+	}
+	return StageNames
+}
+
 // round sends every shard its request (build fills the primitives) in
 // parallel and returns the responses in shard order.
 func (v *view) round(build func(req *ShardRequest)) ([]*ShardResponse, error) {
@@ -225,7 +243,7 @@ func (v *view) round(build func(req *ShardRequest)) ([]*ShardResponse, error) {
 	errs := make([]error, len(v.s.shards))
 	var wg sync.WaitGroup
 	for i, sh := range v.s.shards {
-		req := &ShardRequest{Query: v.s.id, Selector: selectorString(v.w.Matchers), Mint: v.w.Mint, Maxt: v.w.Maxt, Field: v.field}
+		req := &ShardRequest{Query: v.s.id, Selector: selectorString(v.w.Matchers), Mint: v.w.Mint, Maxt: v.w.Maxt, Field: v.field, Records: v.records}
 		if v.expect != nil {
 			req.Expect = &v.expect[i]
 		}
@@ -234,6 +252,9 @@ func (v *view) round(build func(req *ShardRequest)) ([]*ShardResponse, error) {
 		go func() {
 			defer wg.Done()
 			resp, err := sh.Stats(v.s.ctx, req)
+			if err == nil && resp.Records != v.records {
+				err = fmt.Errorf("answered about records %q when asked about %q: a node that does not know the request's records field (an older version?) cannot take part", resp.Records, v.records)
+			}
 			if err == nil && v.expect != nil && resp.N != v.expect[i] {
 				err = fmt.Errorf("%w: %d records, %d in the summary", ErrSnapshotChanged, resp.N, v.expect[i])
 			}
@@ -263,6 +284,8 @@ type clusterSummary struct {
 	s          float64
 	clamped    int
 	clampedMax float64
+	// skipped counts the records the view's record set left out.
+	skipped int
 }
 
 // summary runs the summary round once per view.
@@ -283,6 +306,7 @@ func (v *view) summary() (*clusterSummary, error) {
 		v.expect[i] = r.N
 		cs.clamped += r.Clamped
 		cs.clampedMax = math.Max(cs.clampedMax, r.ClampedMax)
+		cs.skipped += r.Skipped
 		if cs.stages == nil {
 			cs.stages = make([]float64, len(r.Summary.Stages))
 		}

@@ -22,9 +22,9 @@ import (
 // sums; shapley from the stage columns of both windows) and the heat
 // table cover every node, with the same numbers as one server holding all
 // the records (up to the order of addition). What needs whole records
-// stays local and says so in a warning: metric ttft (the protocol
-// decomposes end-to-end time), and req.Visit, which sees this server's
-// records only. Method auto falls back to the series when no node holds a
+// stays local and says so in a warning: req.Visit, which sees this
+// server's records only. Metric ttft decomposes every node's records'
+// time to first token, as Decompose does one server's. Method auto falls back to the series when no node holds a
 // request. A peer that does not answer fails the call (an error naming
 // it, wrapping *PeerError) unless ctx accepts partial responses
 // (WithPartialResponse), when the answer covers the other nodes and says
@@ -36,11 +36,11 @@ func (c *Cluster) Decompose(ctx context.Context, fb SeriesFallback, req Decompos
 	if req.Metric != "e2e" && req.Metric != "ttft" {
 		return Decomposition{}, fmt.Errorf("metric %q: want e2e or ttft", req.Metric)
 	}
+	// Metric ttft asks every node for its records' time to first token
+	// as stages (RecordsTTFT), left out where a record has none.
+	records := ""
 	if req.Metric == "ttft" {
-		d, err := Decompose(ctx, c.local, fb, req)
-		d.Nodes = Nodes{Answered: 1, Of: len(c.shards)}
-		d.Warnings = append(d.Warnings, fmt.Sprintf("metric ttft is decomposed from this server's records only (1 of %d nodes): the distributed protocol decomposes end-to-end time", len(c.shards)))
-		return d, err
+		records = RecordsTTFT
 	}
 	var visitWarning string
 	if req.Visit != nil {
@@ -54,13 +54,14 @@ func (c *Cluster) Decompose(ctx context.Context, fb SeriesFallback, req Decompos
 	fn := "attribution " + req.Method
 	nodes, err := c.runOn(ctx, fn, func(s *attempt) error {
 		d, empty, emptyBase = Decomposition{}, false, false
-		v := s.view(req.Window, "e2e")
+		v := s.recordsView(req.Window, "e2e", records)
 		cs, err := v.summary()
 		if err != nil {
 			return err
 		}
 		d.Clamped = cs.clamped
 		clampWarning(&d.Warnings, cs.clamped, cs.clampedMax)
+		skippedWarning(&d.Warnings, cs.skipped)
 		if cs.n == 0 {
 			empty = true
 			return nil
@@ -78,13 +79,14 @@ func (c *Cluster) Decompose(ctx context.Context, fb SeriesFallback, req Decompos
 			if now, _, _, err = v.stageColumns(fn); err != nil {
 				return err
 			}
-			bv := s.view(req.Baseline, "e2e")
+			bv := s.recordsView(req.Baseline, "e2e", records)
 			var bc int
 			var bmax float64
 			if base, bc, bmax, err = bv.stageColumns(fn); err != nil {
 				return err
 			}
 			clampWarning(&d.Warnings, bc, bmax)
+			skippedWarning(&d.Warnings, bv.skipped)
 			if base.Len() == 0 {
 				emptyBase = true
 				return nil
@@ -111,7 +113,7 @@ func (c *Cluster) Decompose(ctx context.Context, fb SeriesFallback, req Decompos
 		return Decomposition{Nodes: nodes}, err
 	}
 	if empty {
-		if req.Method == "auto" {
+		if req.Method == "auto" && req.Metric == "e2e" {
 			d, err = fromSeries(ctx, fb, req)
 		} else {
 			err = noRequests("window")
@@ -137,6 +139,14 @@ func clampWarning(warnings *[]string, clamped int, clampedMax float64) {
 	}
 }
 
+// skippedWarning is the warning Decompose gives for records metric ttft
+// leaves out.
+func skippedWarning(warnings *[]string, skipped int) {
+	if skipped > 0 {
+		*warnings = append(*warnings, fmt.Sprintf("%d requests without a TTFT, or with queue+tokenize+prefill above it, were left out", skipped))
+	}
+}
+
 // QuantileDiff is the A/B comparison of the attribution endpoint:
 // P_p(b) − P_p(a) with its interval.
 type QuantileDiff struct {
@@ -148,7 +158,8 @@ type QuantileDiff struct {
 }
 
 // QuantileDiff is attribution.QuantileDiffCI(b, a, …) of field over the
-// cluster's nodes, as quantile_diff_ci computes it (the bootstrap and
+// cluster's nodes, as quantile_diff_ci computes it (field ttft over the
+// records that have one, as the A/B endpoint compares them) (the bootstrap and
 // Maritz–Jarrett from their rank spans up to ClusterOptions.MaxCIValues
 // values, else by the order statistic with a warning saying so). Errors:
 // ErrNoRequests when a window holds no request on any node; attribution.ErrInvalidMethod
@@ -159,11 +170,15 @@ func (c *Cluster) QuantileDiff(ctx context.Context, wa, wb Window, field string,
 		return QuantileDiff{}, err
 	}
 	const fn = "attribution ab"
+	records := ""
+	if field == "ttft" {
+		records = RecordsWithTTFT
+	}
 	var out QuantileDiff
 	var empty bool
 	nodes, err := c.runOn(ctx, fn, func(s *attempt) error {
 		out, empty = QuantileDiff{}, false
-		va, vb := s.view(wa, field), s.view(wb, field)
+		va, vb := s.recordsView(wa, field, records), s.recordsView(wb, field, records)
 		ca, err := va.summary()
 		if err != nil {
 			return err

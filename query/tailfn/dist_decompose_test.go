@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,64 +118,74 @@ func TestClusterDecomposeMatchesOneStore(t *testing.T) {
 				win := WindowAt(ms, ts, 30*time.Minute)
 				base := WindowAt(ms, ts.Add(-30*time.Minute), 30*time.Minute)
 				for _, method := range DecomposeMethods {
-					for _, p := range []float64{0.5, 0.9, 0.99} {
-						req := DecomposeRequest{Window: win, Baseline: base, Metric: "e2e", P: p, Method: method, Heat: true}
-						name := fmt.Sprintf("%v %s p=%v", ms, method, p)
-						want, werr := Decompose(ctx, all, SeriesFallback{}, req)
-						got, gerr := cl.Decompose(ctx, SeriesFallback{}, req)
-						if werr != nil || gerr != nil {
-							t.Errorf("%s: error %v, want %v", name, gerr, werr)
-							continue
-						}
-						if want.Requests < 100 {
-							t.Fatalf("%s: %d requests: too few to compare", name, want.Requests)
-						}
-						if bad := diffDecomposition(want, got); len(bad) > 0 {
-							t.Errorf("%s:\n%s", name, strings.Join(bad, "\n"))
-						}
-						if got.Nodes.Answered != 3 || got.Nodes.Of != 3 || got.Nodes.Partial() {
-							t.Errorf("%s: nodes %+v, want 3 of 3", name, got.Nodes)
+					for _, metric := range []string{"e2e", "ttft"} {
+						for _, p := range []float64{0.5, 0.9, 0.99} {
+							req := DecomposeRequest{Window: win, Baseline: base, Metric: metric, P: p, Method: method, Heat: true}
+							name := fmt.Sprintf("%v %s %s p=%v", ms, method, metric, p)
+							want, werr := Decompose(ctx, all, SeriesFallback{}, req)
+							got, gerr := cl.Decompose(ctx, SeriesFallback{}, req)
+							if werr != nil || gerr != nil {
+								t.Errorf("%s: error %v, want %v", name, gerr, werr)
+								continue
+							}
+							if want.Requests < 100 {
+								t.Fatalf("%s: %d requests: too few to compare", name, want.Requests)
+							}
+							if bad := diffDecomposition(want, got); len(bad) > 0 {
+								t.Errorf("%s:\n%s", name, strings.Join(bad, "\n"))
+							}
+							if got.Nodes.Answered != 3 || got.Nodes.Of != 3 || got.Nodes.Partial() {
+								t.Errorf("%s: nodes %+v, want 3 of 3", name, got.Nodes)
+							}
+							if !slices.Equal(got.Warnings, want.Warnings) {
+								t.Errorf("%s: warnings %q, want %q", name, got.Warnings, want.Warnings)
+							}
+							if metric == "ttft" && (!slices.Equal(got.Breakdown.Stages, TTFTStageNames) || !strings.Contains(strings.Join(got.Warnings, ";"), "without a TTFT")) {
+								t.Errorf("%s: stages %v, warnings %q: want the TTFT stages and the records left out said", name, got.Breakdown.Stages, got.Warnings)
+							}
 						}
 					}
 				}
 				// A/B: instance i1 against the others.
 				a := WindowAt(i1, ts, time.Hour)
 				b := WindowAt([]*labels.Matcher{labels.MustNewMatcher(labels.MatchNotEqual, "instance", "i1")}, ts, time.Hour)
-				xa, xb := fieldOf(t, all, a), fieldOf(t, all, b)
-				// MaxCIValues −1: the bootstrap exactly (TestClusterCISubstitution
-				// checks the capped default).
-				exact := DefaultClusterOptions()
-				exact.MaxCIValues = -1
-				clx := NewCluster(stores[0], peers, exact, DefaultShardOptions())
-				for _, m := range []attribution.CIMethod{attribution.CIOrderStatistic, attribution.CIBootstrap, attribution.CIMaritzJarrett} {
-					for _, p := range []float64{0.5, 0.9} {
-						opts := attribution.CIOptions{Method: m, Seed: BootstrapSeed}
-						want, werr := attribution.QuantileDiffCI(xb, xa, p, 0.95, opts)
-						got, gerr := clx.QuantileDiff(ctx, a, b, "e2e", p, 0.95, opts)
-						name := fmt.Sprintf("ab %v p=%v", m, p)
-						if werr != nil || gerr != nil {
-							// A method refused at this p and n is refused on both.
-							if werr == nil || gerr == nil || werr.Error() != gerr.Error() || !errors.Is(gerr, attribution.ErrInvalidMethod) {
-								t.Errorf("%s: error %v, want %v", name, gerr, werr)
+				for _, metric := range []string{"e2e", "ttft"} {
+					xa, xb := fieldOf(t, all, a, metric), fieldOf(t, all, b, metric)
+					// MaxCIValues −1: the bootstrap exactly (TestClusterCISubstitution
+					// checks the capped default).
+					exact := DefaultClusterOptions()
+					exact.MaxCIValues = -1
+					clx := NewCluster(stores[0], peers, exact, DefaultShardOptions())
+					for _, m := range []attribution.CIMethod{attribution.CIOrderStatistic, attribution.CIBootstrap, attribution.CIMaritzJarrett} {
+						for _, p := range []float64{0.5, 0.9} {
+							opts := attribution.CIOptions{Method: m, Seed: BootstrapSeed}
+							want, werr := attribution.QuantileDiffCI(xb, xa, p, 0.95, opts)
+							got, gerr := clx.QuantileDiff(ctx, a, b, metric, p, 0.95, opts)
+							name := fmt.Sprintf("ab %s %v p=%v", metric, m, p)
+							if werr != nil || gerr != nil {
+								// A method refused at this p and n is refused on both.
+								if werr == nil || gerr == nil || werr.Error() != gerr.Error() || !errors.Is(gerr, attribution.ErrInvalidMethod) {
+									t.Errorf("%s: error %v, want %v", name, gerr, werr)
+								}
+								continue
 							}
-							continue
-						}
-						compared++
-						if got.NA != len(xa) || got.NB != len(xb) {
-							t.Errorf("%s: %d and %d requests, want %d and %d", name, got.NA, got.NB, len(xa), len(xb))
-						}
-						for _, c := range []struct {
-							what string
-							g, w float64
-						}{
-							{"diff", got.Interval.Estimate, want.Estimate},
-							{"lower", got.Interval.Lower, want.Lower},
-							{"upper", got.Interval.Upper, want.Upper},
-							{"a", got.A, attribution.Quantile(xa, p)},
-							{"b", got.B, attribution.Quantile(xb, p)},
-						} {
-							if !nearNaN(c.g, c.w, 1e-9) {
-								t.Errorf("%s: %s = %.17g, want %.17g", name, c.what, c.g, c.w)
+							compared++
+							if got.NA != len(xa) || got.NB != len(xb) {
+								t.Errorf("%s: %d and %d requests, want %d and %d", name, got.NA, got.NB, len(xa), len(xb))
+							}
+							for _, c := range []struct {
+								what string
+								g, w float64
+							}{
+								{"diff", got.Interval.Estimate, want.Estimate},
+								{"lower", got.Interval.Lower, want.Lower},
+								{"upper", got.Interval.Upper, want.Upper},
+								{"a", got.A, attribution.Quantile(xa, p)},
+								{"b", got.B, attribution.Quantile(xb, p)},
+							} {
+								if !nearNaN(c.g, c.w, 1e-9) {
+									t.Errorf("%s: %s = %.17g, want %.17g", name, c.what, c.g, c.w)
+								}
 							}
 						}
 					}
@@ -184,14 +195,19 @@ func TestClusterDecomposeMatchesOneStore(t *testing.T) {
 	}
 }
 
-// fieldOf returns the end-to-end times of the window's records.
-func fieldOf(t *testing.T, src RecordSource, w Window) []float64 {
+// fieldOf returns the end-to-end times of the window's records, or for
+// metric ttft the TTFT of those that have one, as the A/B endpoint
+// compares them.
+func fieldOf(t *testing.T, src RecordSource, w Window, metric string) []float64 {
 	t.Helper()
 	pop, err := Load(context.Background(), src, w, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, _ := pop.Field("e2e")
+	x, _ := pop.Field(metric)
+	if metric == "ttft" {
+		x = slices.DeleteFunc(slices.Clone(x), func(v float64) bool { return !(v > 0) })
+	}
 	return x
 }
 

@@ -116,7 +116,7 @@ func distTail(v *view, cs *clusterSummary, p float64, m attribution.Method) (att
 	}
 	return noBounds(attribution.Breakdown{
 		Method: m, Kind: attribution.KindExact, P: p, Quantile: q, Target: target,
-		Stages: StageNames, Contrib: contrib, Residual: target - fsum(contrib), Count: cnt,
+		Stages: v.stageNames(), Contrib: contrib, Residual: target - fsum(contrib), Count: cnt,
 	}), nil
 }
 
@@ -211,7 +211,7 @@ func distEuler(v *view, cs *clusterSummary, p float64) (attribution.Breakdown, e
 	}
 	return noBounds(attribution.Breakdown{
 		Method: attribution.MethodEuler, Kind: attribution.KindEstimate, P: p, Quantile: q, Target: q,
-		Stages: StageNames, Contrib: contrib, Residual: q - fsum(contrib), Count: wsum,
+		Stages: v.stageNames(), Contrib: contrib, Residual: q - fsum(contrib), Count: wsum,
 	}), nil
 }
 
@@ -286,9 +286,9 @@ func distHeatTable(v *view, bands []attribution.Band) (attribution.Heat, error) 
 	if err != nil {
 		return attribution.Heat{}, err
 	}
-	h := attribution.Heat{Stages: StageNames, Rows: make([]attribution.HeatRow, len(bands))}
+	h := attribution.Heat{Stages: v.stageNames(), Rows: make([]attribution.HeatRow, len(bands))}
 	for i, b := range bands {
-		row := attribution.HeatRow{Band: b, From: rs[i].Lo, To: atLevel(b.Hi), Count: sm[i].Count, Top: -1, StageMean: make([]float64, len(StageNames))}
+		row := attribution.HeatRow{Band: b, From: rs[i].Lo, To: atLevel(b.Hi), Count: sm[i].Count, Top: -1, StageMean: make([]float64, len(v.stageNames()))}
 		if row.Count == 0 {
 			for j := range row.StageMean {
 				row.StageMean[j] = math.NaN()
@@ -307,7 +307,7 @@ func distHeatTable(v *view, bands []attribution.Band) (attribution.Heat, error) 
 				row.Top = j
 			}
 		}
-		row.TopStage = StageNames[row.Top]
+		row.TopStage = v.stageNames()[row.Top]
 		row.TopShare = math.NaN()
 		if row.MeanS > 0 {
 			row.TopShare = row.StageMean[row.Top] / row.MeanS
@@ -660,7 +660,8 @@ func (v *view) stageColumns(fn string) (reqs attribution.Requests, clamped int, 
 	if err != nil {
 		return attribution.Requests{}, 0, 0, err
 	}
-	cols := make([][]float64, len(StageNames))
+	v.skipped = 0
+	cols := make([][]float64, len(v.stageNames()))
 	n := 0
 	for si, r := range resps {
 		if len(r.Columns) != len(cols) {
@@ -668,11 +669,12 @@ func (v *view) stageColumns(fn string) (reqs attribution.Requests, clamped int, 
 		}
 		for j, col := range r.Columns {
 			if len(col) != r.N {
-				return attribution.Requests{}, 0, 0, fmt.Errorf("shard %s: stage %s has %d values for %d records", v.s.shards[si].Name(), StageNames[j], len(col), r.N)
+				return attribution.Requests{}, 0, 0, fmt.Errorf("shard %s: stage %s has %d values for %d records", v.s.shards[si].Name(), v.stageNames()[j], len(col), r.N)
 			}
 			cols[j] = append(cols[j], col...)
 		}
 		n += r.N
+		v.skipped += r.Skipped
 		clamped += r.Clamped
 		clampedMax = math.Max(clampedMax, r.ClampedMax)
 	}
@@ -681,7 +683,7 @@ func (v *view) stageColumns(fn string) (reqs attribution.Requests, clamped int, 
 			cols[j] = []float64{}
 		}
 	}
-	reqs, err = attribution.NewRequests(StageNames, cols)
+	reqs, err = attribution.NewRequests(v.stageNames(), cols)
 	if err != nil {
 		return attribution.Requests{}, 0, 0, fmt.Errorf("%s: records from the nodes: %w", fn, err)
 	}

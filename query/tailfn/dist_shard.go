@@ -74,7 +74,9 @@ type snapshot struct {
 	once sync.Once
 	err  error
 	pop  Population
-	used time.Time
+	// skipped counts the records the request's Records left out.
+	skipped int
+	used    time.Time
 
 	mu     sync.Mutex
 	sorted map[string][]float64
@@ -118,7 +120,12 @@ func (s *LocalShard) window(ctx context.Context, req *ShardRequest) (*snapshot, 
 	if req.Mint > req.Maxt {
 		return nil, fmt.Errorf("%w: mint %d after maxt %d", ErrBadShardRequest, req.Mint, req.Maxt)
 	}
-	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", req.Query, req.Selector, req.Mint, req.Maxt)
+	switch req.Records {
+	case "", RecordsTTFT, RecordsWithTTFT:
+	default:
+		return nil, fmt.Errorf("%w: records %q: want empty, %q or %q", ErrBadShardRequest, req.Records, RecordsTTFT, RecordsWithTTFT)
+	}
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%s", req.Query, req.Selector, req.Mint, req.Maxt, req.Records)
 	now := s.opts.Now()
 	s.mu.Lock()
 	for k, sn := range s.snaps {
@@ -144,6 +151,17 @@ func (s *LocalShard) window(ctx context.Context, req *ShardRequest) (*snapshot, 
 	s.mu.Unlock()
 	sn.once.Do(func() {
 		sn.pop, sn.err = load(ctx, s.src, Window{Matchers: ms, Mint: req.Mint, Maxt: req.Maxt}, nil, true)
+		if sn.err != nil {
+			return
+		}
+		n := sn.pop.Requests.Len()
+		switch req.Records {
+		case RecordsTTFT:
+			sn.pop, sn.skipped, sn.err = sn.pop.TTFTPopulation()
+		case RecordsWithTTFT:
+			sn.pop, sn.err = sn.pop.WithTTFT()
+			sn.skipped = n - sn.pop.Requests.Len()
+		}
 	})
 	if sn.err != nil {
 		s.mu.Lock()
@@ -174,7 +192,7 @@ func (s *LocalShard) Stats(ctx context.Context, req *ShardRequest) (*ShardRespon
 	}
 	reqs := sn.pop.Requests
 	n := reqs.Len()
-	out := &ShardResponse{N: n, Clamped: sn.pop.Clamped, ClampedMax: sn.pop.ClampedMax}
+	out := &ShardResponse{N: n, Records: req.Records, Skipped: sn.skipped, Clamped: sn.pop.Clamped, ClampedMax: sn.pop.ClampedMax}
 	needSorted := req.Summary || len(req.Splits) > 0 || len(req.Fetch) > 0 || len(req.At) > 0 || req.Values != nil || req.Moment != nil || req.Kernel != nil
 	var y []float64
 	if needSorted {

@@ -30,6 +30,15 @@ type ShardRequest struct {
 	// this window in the summary round; a node that has to reload the
 	// window and counts differently refuses with ErrSnapshotChanged.
 	Expect *int `json:"expect,omitempty"`
+	// Records says which records of the window, as which stages, the
+	// round is about: "" all of them with their end-to-end stages;
+	// RecordsTTFT their time to first token as queue, tokenize, prefill
+	// and other, records without one (or whose stages exceed it) left
+	// out (Population.TTFTPopulation); RecordsWithTTFT those with a TTFT,
+	// end-to-end stages. A node answers with the same value in
+	// ShardResponse.Records, so one that does not know the field (and
+	// would answer about every record) is detected, not believed.
+	Records string `json:"records,omitempty"`
 	// Field is the per-request value Summary, Counts, At, Values, Moment
 	// and Kernel are about: "e2e" (the stage sum S, the default), "ttft" or
 	// a stage name.
@@ -62,6 +71,12 @@ type ShardRequest struct {
 	// Columns asks for the stage columns themselves (tail_shapley).
 	Columns bool `json:"columns,omitempty"`
 }
+
+// The record sets of ShardRequest.Records.
+const (
+	RecordsTTFT     = "ttft"
+	RecordsWithTTFT = "with_ttft"
+)
 
 // Range is an interval of values: [Lo, Hi], each end open when LoOpen or
 // HiOpen, and unbounded above when NoHi.
@@ -139,8 +154,13 @@ type KernelQuery struct {
 
 // ShardResponse answers a ShardRequest; a field is set only when asked.
 type ShardResponse struct {
-	// N is the number of records of the window on this node.
+	// N is the number of records of the window on this node (those of
+	// ShardRequest.Records).
 	N int `json:"n"`
+	// Records echoes ShardRequest.Records.
+	Records string `json:"records,omitempty"`
+	// Skipped counts the window's records ShardRequest.Records left out.
+	Skipped int `json:"skipped,omitempty"`
 	// Clamped and ClampedMax are Population's.
 	Clamped    int     `json:"clamped,omitempty"`
 	ClampedMax float64 `json:"clamped_max,omitempty"`

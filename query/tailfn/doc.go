@@ -47,8 +47,9 @@
 // so in a warning.
 // Cluster.Decompose and Cluster.QuantileDiff are the attribution
 // endpoints' breakdown, heat table and A/B interval over the same nodes
-// and rounds (metric ttft and whatever needs whole records stay local and
-// say so); every answer carries the Nodes it covers.
+// and rounds, for metric ttft too (ShardRequest.Records: each node
+// decomposes its own records' TTFT); what needs whole records stays local
+// and says so; every answer carries the Nodes it covers.
 //
 // Go entry points: the attribution endpoints (api/) call the same code
 // without PromQL text. Decompose is their breakdown (records by method, or

@@ -243,11 +243,75 @@ func CheckField(name string) error {
 	return fmt.Errorf("field %q: want e2e, ttft or a stage (%s)", name, strings.Join(StageNames, ", "))
 }
 
+// TTFTStageNames are the stages of a TTFT decomposition (TTFTRequests):
+// the three before the first token and the residual.
+var TTFTStageNames = []string{records.StageQueue.String(), records.StageTokenize.String(), records.StagePrefill.String(), records.StageOther.String()}
+
 // TTFTRequests decomposes time to first token instead of end-to-end time:
 // stages queue, tokenize, prefill and a residual "other" = TTFT − their sum.
 // Records without a TTFT (0) or whose stages exceed it are skipped and
 // counted in skipped.
 func (p Population) TTFTRequests() (reqs attribution.Requests, skipped int, err error) {
+	reqs, _, skipped, err = p.ttftRequests()
+	return reqs, skipped, err
+}
+
+// TTFTPopulation is p decomposed as TTFTRequests does, with TTFT and Time
+// following the records kept: what a node of the distributed protocol
+// answers about for metric ttft.
+func (p Population) TTFTPopulation() (Population, int, error) {
+	reqs, kept, skipped, err := p.ttftRequests()
+	if err != nil {
+		return Population{}, 0, err
+	}
+	out := Population{Requests: reqs, Clamped: p.Clamped, ClampedMax: p.ClampedMax, TTFT: make([]float64, len(kept))}
+	for i, r := range kept {
+		out.TTFT[i] = p.TTFT[r]
+	}
+	if p.Time != nil {
+		out.Time = make([]int64, len(kept))
+		for i, r := range kept {
+			out.Time[i] = p.Time[r]
+		}
+	}
+	return out, skipped, nil
+}
+
+// WithTTFT is p without the records that have no TTFT (0): the requests
+// a TTFT quantile is about.
+func (p Population) WithTTFT() (Population, error) {
+	var kept []int
+	for r, t := range p.TTFT {
+		if t > 0 {
+			kept = append(kept, r)
+		}
+	}
+	cols := make([][]float64, p.Requests.K())
+	for j := range cols {
+		cols[j] = make([]float64, len(kept))
+		for i, r := range kept {
+			cols[j][i] = p.Requests.Stage(j)[r]
+		}
+	}
+	reqs, err := attribution.NewRequests(p.Requests.Stages(), cols)
+	if err != nil {
+		return Population{}, fmt.Errorf("records with a TTFT: %w", err)
+	}
+	out := Population{Requests: reqs, Clamped: p.Clamped, ClampedMax: p.ClampedMax, TTFT: make([]float64, len(kept))}
+	for i, r := range kept {
+		out.TTFT[i] = p.TTFT[r]
+	}
+	if p.Time != nil {
+		out.Time = make([]int64, len(kept))
+		for i, r := range kept {
+			out.Time[i] = p.Time[r]
+		}
+	}
+	return out, nil
+}
+
+// ttftRequests is TTFTRequests with the indices of the records kept.
+func (p Population) ttftRequests() (reqs attribution.Requests, kept []int, skipped int, err error) {
 	part := []records.Stage{records.StageQueue, records.StageTokenize, records.StagePrefill}
 	names := make([]string, len(part))
 	cols := make([][]float64, len(part))
@@ -265,6 +329,7 @@ func (p Population) TTFTRequests() (reqs attribution.Requests, skipped int, err 
 			cols[j] = append(cols[j], p.Requests.Stage(int(st))[r])
 		}
 		total = append(total, t)
+		kept = append(kept, r)
 	}
 	for j, st := range part {
 		names[j] = st.String()
@@ -273,5 +338,5 @@ func (p Population) TTFTRequests() (reqs attribution.Requests, skipped int, err 
 		}
 	}
 	reqs, err = attribution.NewRequestsResidual(names, cols, total, records.StageOther.String())
-	return reqs, skipped, err
+	return reqs, kept, skipped, err
 }
