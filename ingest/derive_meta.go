@@ -94,6 +94,17 @@ func maxAppendBytes(maxSegment int64) int {
 	return int(max(maxSegment/4, 256<<10))
 }
 
+// maxSubmissionAppendBytes is how large one append may grow to keep a
+// submission whole: half of MaxSegmentBytes (an append must fit in one
+// segment, with its framing and meta). Only a submission larger than that
+// is cut into several appends.
+func maxSubmissionAppendBytes(maxSegment int64) int {
+	if maxSegment <= 0 {
+		maxSegment = records.DefaultOptions().MaxSegmentBytes
+	}
+	return int(max(maxSegment/2, 512<<10))
+}
+
 // storeBatch is one record-store append: the records and their item meta.
 type storeBatch struct {
 	items []Item
@@ -102,11 +113,15 @@ type storeBatch struct {
 	bytes int
 }
 
-// splitAppends cuts items, in order, into appends of at most limit encoded
-// bytes (an item larger than limit goes alone). The meta of every append
-// is encoded into buf, grown to fit once and returned for reuse once the
+// splitAppends cuts items, in order, into appends of about limit encoded
+// bytes. ends holds the index after each submission's last item: a cut
+// falls only between submissions, so that a failed append refuses whole
+// submissions and never stores part of one, unless one submission alone
+// grows an append past hard, where it is cut (an item larger than either
+// goes alone). nil ends allows a cut anywhere. The meta of every append is
+// encoded into buf, grown to fit once and returned for reuse once the
 // appends are done (the store copies what it keeps).
-func splitAppends(items []Item, limit int, buf []byte) ([]storeBatch, []byte) {
+func splitAppends(items []Item, limit, hard int, ends []int, buf []byte) ([]storeBatch, []byte) {
 	var (
 		out   []storeBatch
 		cur   storeBatch
@@ -119,13 +134,20 @@ func splitAppends(items []Item, limit int, buf []byte) ([]storeBatch, []byte) {
 		out = append(out, cur)
 		cur, lo = storeBatch{}, hi
 	}
+	boundary := func(i int) bool {
+		if ends == nil {
+			return true
+		}
+		_, ok := slices.BinarySearch(ends, i)
+		return ok
+	}
 	for i := range items {
 		it := &items[i]
 		row = it.Record.Marshal(row[:0])
 		at := len(metas)
 		metas = appendItemMeta(metas, it)
 		n := len(row) + len(metas) - at + 2
-		if i > lo && cur.bytes+n > limit {
+		if i > lo && (cur.bytes+n > limit && boundary(i) || cur.bytes+n > hard) {
 			flush(i)
 		}
 		cur.recs = append(cur.recs, it.Record)

@@ -194,7 +194,7 @@ func TestRecoveryFromWAL(t *testing.T) {
 	}
 	write := func(items []Item) {
 		t.Helper()
-		b, _ := splitAppends(items, 1<<20, nil)
+		b, _ := splitAppends(items, 1<<20, 1<<20, nil, nil)
 		if len(b) != 1 {
 			t.Fatalf("%d appends", len(b))
 		}
@@ -362,7 +362,7 @@ func TestSplitAppends(t *testing.T) {
 	}
 	items[77].Record.RequestID = string(make([]byte, 70_000))
 	const limit = 64 << 10
-	bs, _ := splitAppends(items, limit, nil)
+	bs, _ := splitAppends(items, limit, limit, nil, nil)
 	if len(bs) < 10 {
 		t.Fatalf("5000 items of ~250 bytes in %d append(s) of %d bytes", len(bs), limit)
 	}
@@ -523,6 +523,57 @@ func TestAccumulatorsMatchAttribution(t *testing.T) {
 			if !approxEq(got.Sum[j][b], want.Sum[j][b], 1e-9) {
 				t.Fatalf("bucket %d stage %s: sum %v, want %v", b, names[j], got.Sum[j][b], want.Sum[j][b])
 			}
+		}
+	}
+}
+
+// TestSplitAppendsKeepsSubmissionsWhole: with submission ends, every cut
+// falls between submissions (a failed append then refuses whole
+// submissions and stores no part of one), appends still stay near the
+// limit, and only a submission past hard is cut inside.
+func TestSplitAppendsKeepsSubmissionsWhole(t *testing.T) {
+	ls := labels.FromStrings("k", "v")
+	var items []Item
+	var ends []int
+	// Submissions of 1 to 400 items of ~270 bytes, one of 1,500 (past
+	// the limit, under hard) and one of 6,000 (past hard).
+	sizes := []int{3, 400, 1, 1500, 50, 6000, 7, 250, 120}
+	for _, n := range sizes {
+		for range n {
+			items = append(items, testItem(t, int64(10+len(items)), string(make([]byte, 200)), ls, [records.NumStages]float64{1}))
+		}
+		ends = append(ends, len(items))
+	}
+	const limit, hard = 64 << 10, 512 << 10
+	bs, _ := splitAppends(items, limit, hard, ends, nil)
+	at, cutInside := 0, 0
+	for _, b := range bs {
+		at += len(b.items)
+		if b.bytes > hard+1024 {
+			t.Errorf("append of %d bytes over hard %d", b.bytes, hard)
+		}
+		if _, ok := slices.BinarySearch(ends, at); !ok {
+			cutInside++
+			// Only the 6,000-item submission (items 1954..7954) may be cut.
+			if at <= 1954 || at >= 7954 {
+				t.Errorf("append ends at item %d, inside a submission of at most hard bytes", at)
+			}
+		}
+	}
+	if at != len(items) {
+		t.Fatalf("%d of %d items in the appends", at, len(items))
+	}
+	if cutInside == 0 {
+		t.Error("the submission past hard was not cut")
+	}
+	if len(bs) < 8 {
+		t.Errorf("%d appends: small submissions were not grouped up to the limit", len(bs))
+	}
+	// Without ends, the same items are cut at the limit.
+	free, _ := splitAppends(items, limit, hard, nil, nil)
+	for _, b := range free {
+		if b.bytes > limit && len(b.items) != 1 {
+			t.Fatalf("without ends: append of %d items and %d bytes over %d", len(b.items), b.bytes, limit)
 		}
 	}
 }

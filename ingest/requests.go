@@ -624,6 +624,7 @@ func (p *Records) commit(group []*submission) {
 		return
 	}
 	var items []Item
+	var ends []int
 	kept := group[:0]
 	for _, s := range group {
 		ok := true
@@ -637,13 +638,14 @@ func (p *Records) commit(group []*submission) {
 		if ok {
 			kept = append(kept, s)
 			items = append(items, s.items...)
+			ends = append(ends, len(items))
 		}
 	}
 	group = kept
 	if len(items) == 0 {
 		return
 	}
-	batches, metaBuf := splitAppends(items, maxAppendBytes(p.opts.Store.MaxSegmentBytes), p.metaBuf)
+	batches, metaBuf := splitAppends(items, maxAppendBytes(p.opts.Store.MaxSegmentBytes), maxSubmissionAppendBytes(p.opts.Store.MaxSegmentBytes), ends, p.metaBuf)
 	if cap(metaBuf) <= 64<<20 {
 		p.metaBuf = metaBuf // reused by the next commit; one huge group's is not kept
 	}
@@ -661,8 +663,9 @@ func (p *Records) commit(group []*submission) {
 			p.fail(err)
 			// A submission whose items all went out in the stored appends
 			// is acknowledged: it is in the fsynced WAL. The others are
-			// refused. Only a submission larger than one append can
-			// straddle the failed one (docs/stages.md).
+			// refused. Appends are cut between submissions, so only one
+			// larger than half a segment can straddle the failed one
+			// (docs/stages.md).
 			werr := fmt.Errorf("%w: %v", ErrRecordsFailed, err)
 			at := 0
 			for _, s := range group {
