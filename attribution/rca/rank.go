@@ -116,7 +116,9 @@ type Ranked struct {
 	// (OLS of r on a step, Newey–West errors, normal reference); QValue is
 	// its Benjamini–Hochberg adjustment within Family.
 	PValue, QValue float64
-	// Anomalous is QValue ≤ Alpha and Shift ≥ MinShift.
+	// Anomalous is QValue ≤ Alpha and Shift ≥ MinShift, or a smaller
+	// sustained step at the change (Shift ≥ 1, PValue ≤ Alpha/candidates,
+	// its own split in the change-time set).
 	Anomalous bool
 	// Explained names an anomalous candidate upstream of this one in the
 	// graph (same group), which explains its change; "" if none.
@@ -200,7 +202,8 @@ const (
 //     |Q75(r_{≥c}) − m|) / IQR(r_{<c}) with m = median(r_{<c}), and a
 //     Newey–West test of a mean shift of r at c gives a p-value, adjusted
 //     by Benjamini–Hochberg within each node family.
-//  4. A candidate is anomalous when QValue ≤ Alpha and Shift ≥ MinShift,
+//  4. A candidate is anomalous when QValue ≤ Alpha and Shift ≥ MinShift
+//     (or the shift is a sustained step at the change, see sustained),
 //     and explained when an anomalous candidate sits upstream of it in the
 //     graph (in its group): descendant adjustment. A fault enters the graph
 //     somewhere and moves everything downstream; the regression cannot
@@ -220,8 +223,10 @@ const (
 //     then the rest, all but the first by Score; ties go upstream first
 //     (graph level), then to input order. Each row gets a Reason.
 //  7. Verdict: VerdictNoIncident when the target's own change is under
-//     MinTargetZ or MinTargetChange, VerdictUnexplained when the first row
-//     does not pass the checks, else VerdictIncident.
+//     MinTargetZ or MinTargetChange and no root cause corroborates it (see
+//     corroborates; with ChangePoint 0, the change times of
+//     corroboratedOnsets are tried too), VerdictUnexplained when the first
+//     row does not pass the checks, else VerdictIncident.
 //
 // Candidates must be aligned with target (one value per target point).
 // Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
