@@ -34,7 +34,7 @@ func mildIncident(seed uint64, n, at int, step float64) (target causal.Series, r
 // 1.4–2 IQR of its noise) and moves the target by about 5 %, often under
 // |z| = 3 on its own; in 40 more nothing steps. The sustained-step and
 // corroboration rules must answer "incident" with the rate first in more
-// windows than the target's own |z| ≥ 3 allows (measured: 26 against 20),
+// windows than the target's own |z| ≥ 3 allows (measured: 24 against 18),
 // and the fault-free windows must rarely be called incidents (measured: 2
 // of 40, both the rate's slow wander).
 func TestRankMildSustainedShift(t *testing.T) {
