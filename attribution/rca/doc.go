@@ -24,8 +24,15 @@
 // changes before or with the target, its fluctuations predict the target
 // beyond the change itself (an incremental-prediction F-test conditional on
 // the step, AIC lag, Benjamini–Hochberg), and the stages it acts on moved.
+// A mild fault that shifts its root cause by less than the usual
+// magnitude floor still counts when the shift is a sustained step at the
+// change, significant at the Bonferroni level over all candidates.
 // Result.Verdict says "no incident" when the target did not change and
-// "unexplained" when nothing passing the checks explains it. See Rank for
+// "unexplained" when nothing passing the checks explains it; a target
+// change too weak to stand alone (|z| between 1.96 and 3) is an incident
+// when the first root cause stepped clearly at that time and corroborates
+// it, and when the target's own split misses such a change, the change
+// times that clear steps of candidates point at are tried. See Rank for
 // the formulas and Onset for the change-point methods.
 //
 // # The serving graph

@@ -116,7 +116,9 @@ type Ranked struct {
 	// (OLS of r on a step, Newey–West errors, normal reference); QValue is
 	// its Benjamini–Hochberg adjustment within Family.
 	PValue, QValue float64
-	// Anomalous is QValue ≤ Alpha and Shift ≥ MinShift.
+	// Anomalous is QValue ≤ Alpha and Shift ≥ MinShift, or a smaller
+	// sustained step at the change (Shift ≥ 1, PValue ≤ Alpha/candidates,
+	// its own split in the change-time set).
 	Anomalous bool
 	// Explained names an anomalous candidate upstream of this one in the
 	// graph (same group), which explains its change; "" if none.
@@ -200,7 +202,8 @@ const (
 //     |Q75(r_{≥c}) − m|) / IQR(r_{<c}) with m = median(r_{<c}), and a
 //     Newey–West test of a mean shift of r at c gives a p-value, adjusted
 //     by Benjamini–Hochberg within each node family.
-//  4. A candidate is anomalous when QValue ≤ Alpha and Shift ≥ MinShift,
+//  4. A candidate is anomalous when QValue ≤ Alpha and Shift ≥ MinShift
+//     (or the shift is a sustained step at the change, see sustained),
 //     and explained when an anomalous candidate sits upstream of it in the
 //     graph (in its group): descendant adjustment. A fault enters the graph
 //     somewhere and moves everything downstream; the regression cannot
@@ -220,8 +223,10 @@ const (
 //     then the rest, all but the first by Score; ties go upstream first
 //     (graph level), then to input order. Each row gets a Reason.
 //  7. Verdict: VerdictNoIncident when the target's own change is under
-//     MinTargetZ or MinTargetChange, VerdictUnexplained when the first row
-//     does not pass the checks, else VerdictIncident.
+//     MinTargetZ or MinTargetChange and no root cause corroborates it (see
+//     corroborates; with ChangePoint 0, the change times of
+//     corroboratedOnsets are tried too), VerdictUnexplained when the first
+//     row does not pass the checks, else VerdictIncident.
 //
 // Candidates must be aligned with target (one value per target point).
 // Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
@@ -229,6 +234,25 @@ const (
 // points precede the change point or fewer than 3 follow it, ErrArgument
 // for a candidate mapped to a node not in the graph.
 func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error) {
+	res, err := rank(target, cands, opts, nil)
+	if err != nil || opts.ChangePoint > 0 || res.Verdict != VerdictNoIncident {
+		return res, err
+	}
+	// The target's own split found nothing clear. A fault too mild to move
+	// an aggregate target clearly still steps its root cause: try the
+	// change times such steps point at (corroboratedOnsets), and keep the
+	// ranking at one only if its first root cause vouches for it.
+	for _, ch := range corroboratedOnsets(target, cands, opts) {
+		alt, err := rank(target, cands, opts, &ch)
+		if err == nil && alt.Verdict == VerdictIncident {
+			return alt, nil
+		}
+	}
+	return res, nil
+}
+
+// rank is Rank at the target's own change (given nil) or at given.
+func rank(target causal.Series, cands []Candidate, opts Options, given *Change) (*Result, error) {
 	g := opts.Graph
 	if g == nil {
 		g = ServingGraph()
@@ -258,7 +282,9 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 		}
 	}
 	res := &Result{Graph: g, ChangePoint: opts.ChangePoint, ChangeProb: math.NaN()}
-	if res.ChangePoint <= 0 {
+	if given != nil {
+		res.Change, res.ChangePoint = *given, given.At
+	} else if res.ChangePoint <= 0 {
 		ch, err := Onset(target, opts.ChangeMethod, opts.MinBefore)
 		if err != nil {
 			return nil, fmt.Errorf("rank: %w", err)
@@ -270,7 +296,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 		return nil, fmt.Errorf("rank: change point %d of %d points leaves %d before and %d after, need %d and 3: %w",
 			cp, n, cp, n-cp, minBefore, causal.ErrTooShort)
 	}
-	if opts.ChangePoint > 0 {
+	if opts.ChangePoint > 0 && given == nil {
 		res.Change = Change{At: cp, Low: cp, High: cp, Prob: math.NaN(), Method: "given"}
 		res.Change.Shift, res.Change.Z = newCumsum(target.Values).shiftZ(target.Values, cp)
 	}
@@ -283,7 +309,13 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 		minChange = 0.03
 	}
 	pre := newCumsum(target.Values).mean(0, cp)
-	if math.Abs(res.Change.Z) < minZ || (pre > 0 && math.Abs(res.Change.Shift) < minChange*pre) {
+	small := pre > 0 && math.Abs(res.Change.Shift) < minChange*pre
+	// clear: the target's change needs no corroboration. weak: it passes
+	// the pointwise 5 % test only, which a split searched for over the
+	// window does not justify on its own (see corroborates).
+	clear := math.Abs(res.Change.Z) >= minZ && !small
+	weak := !clear && !small && math.Abs(res.Change.Z) >= weakTargetZ && opts.ChangePoint <= 0
+	if !clear {
 		res.Verdict = VerdictNoIncident
 	}
 	if len(cands) == 0 {
@@ -390,7 +422,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 		}
 		for k, i := range idx {
 			rk[i].QValue = q[k]
-			rk[i].Anomalous = q[k] <= alpha && rk[i].Shift >= minShift
+			rk[i].Anomalous = q[k] <= alpha && (rk[i].Shift >= minShift || sustained(&rk[i], cands[i].Values, len(rk), alpha, res.Change, opts))
 		}
 	}
 
@@ -496,10 +528,139 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 		res.Ranking[k].Rank = k + 1
 		res.Ranking[k].Reason = reason(&res.Ranking[k], tiers[i], alpha, minShift)
 	}
+	if weak && len(order) > 0 && tiers[order[0]] == 0 && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts) {
+		res.Verdict = VerdictIncident
+	}
 	if res.Verdict == VerdictIncident && (len(order) == 0 || tiers[order[0]] != 0) {
 		res.Verdict = VerdictUnexplained
 	}
 	return res, nil
+}
+
+// sustained reports whether r's shift, smaller than MinShift, is a
+// sustained move at the change all the same: its residual's quartile
+// after the change left the interquartile box before it (Shift ≥ 1), the
+// Newey–West test of the shift holds at the Bonferroni level α/m over all
+// m candidates, and x's own least-squares split lies within the target's
+// 95 % change-time set widened by LeadTolerance (a step at the change, not
+// a drift that any split of the window would call a shift). MinShift
+// guards against the shift test's optimism on autocorrelated noise; a step
+// at the change that clears every candidate's share of α needs no such
+// guard. A 15 % load surge in 1-minute request rates, whose Poisson noise
+// is 5 %, moves the rate by 1.4 IQR with p ≈ 1e-7.
+func sustained(r *Ranked, x []float64, m int, alpha float64, ch Change, opts Options) bool {
+	if r.Shift < 1 || r.PValue > alpha/float64(m) {
+		return false
+	}
+	_, tol := corroborationLimits(opts)
+	k, _ := newCumsum(x).bestSplit(0, len(x), 2, len(x)-2)
+	return k >= ch.Low-tol && k <= ch.High+tol
+}
+
+// weakTargetZ is the pointwise two-sided 5 % point of the target's shift
+// statistic: enough when the change time is not searched for but
+// corroborated by a root cause that stepped there (corroborates).
+const weakTargetZ = 1.96
+
+// corroborates reports whether the first-ranked root cause r (values x)
+// vouches for a target change too small to count on its own. The target's
+// |z| ≥ MinTargetZ guards against the largest of many splits of noise
+// passing for a change; at a split pointed at by a candidate that itself
+// stepped clearly there, the target's change is not searched for, and the
+// pointwise test (|z| ≥ 1.96) is the right one. Required of r: it carries
+// information about the target beyond the step (Informative, not only the
+// graph's word); its own least-squares split has |z| ≥ MinTargetZ — a
+// sustained step of its own, the kind a fault makes and slow wander rarely
+// does — and lies within the target's 95 % change-time set widened by
+// LeadTolerance; and at that split the target itself moved the same way
+// with pointwise |z| ≥ 1.96. A mild load surge moves one host's request
+// rate by 15 % (z ≈ 5) and the fleet's TTFT by 3–5 % (z ≈ 2–3): the rate
+// is the evidence.
+func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options) bool {
+	if !r.Informative || !r.Precedes {
+		return false
+	}
+	minZ, tol := corroborationLimits(opts)
+	own, err := Onset(causal.Series{Name: r.Name, Values: x}, MethodMeanShift, opts.MinBefore)
+	if err != nil || math.Abs(own.Z) < minZ || own.At < ch.Low-tol || own.At > ch.High+tol {
+		return false
+	}
+	tr := ranks(target)
+	sh, z := newCumsum(tr).shiftZ(tr, own.At)
+	return math.Abs(z) >= weakTargetZ && sh*ch.Z > 0
+}
+
+func corroborationLimits(opts Options) (minZ float64, tol int) {
+	minZ, tol = opts.MinTargetZ, opts.LeadTolerance
+	if minZ <= 0 {
+		minZ = 3
+	}
+	if tol <= 0 {
+		tol = 4
+	}
+	return minZ, tol
+}
+
+// maxProposals is how many candidate-proposed change times Rank tries.
+const maxProposals = 3
+
+// corroboratedOnsets proposes change times for a target whose own split
+// is not clear. Each mapped candidate whose own least-squares split (on
+// ranks) has |z| ≥ MinTargetZ proposes that split if the target's
+// pointwise shift statistic there is at least 1.96 and its shift at least
+// MinTargetChange of its mean before. A proposal inside the 95 % set
+// (widened by LeadTolerance) of a stronger one (by the candidate's |z|)
+// is the same change; of the rest,
+// the maxProposals with the largest target |z| are returned, largest
+// first, each with the proposer's 95 % set. A proposal is only a
+// question: Rank keeps the ranking at it only when its first root cause
+// passes every check and corroborates it. Several series of one host move
+// together (a surge moves the rate, the batch and the power), so the
+// proposals cluster; a noisy series elsewhere proposes a time of its own,
+// which is why more than one is tried.
+func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options) []Change {
+	minZ, tol := corroborationLimits(opts)
+	minChange := opts.MinTargetChange
+	if minChange <= 0 {
+		minChange = 0.03
+	}
+	tr := ranks(target.Values)
+	tcs, raw := newCumsum(tr), newCumsum(target.Values)
+	n := len(tr)
+	type prop struct {
+		ch  Change
+		own float64
+	}
+	var props []prop
+	for _, c := range cands {
+		node := c.Node
+		if node == "" {
+			node, _ = NodeFor(c.Metric, c.Labels)
+		}
+		if node == "" {
+			continue // an unmapped series explains nothing on its own
+		}
+		own, err := Onset(causal.Series{Name: c.Name, Values: c.Values}, MethodMeanShift, opts.MinBefore)
+		if err != nil || math.Abs(own.Z) < minZ {
+			continue
+		}
+		_, z := tcs.shiftZ(tr, own.At)
+		pre := raw.mean(0, own.At)
+		shift := raw.mean(own.At, n) - pre
+		if math.Abs(z) < weakTargetZ || (pre > 0 && math.Abs(shift) < minChange*pre) {
+			continue
+		}
+		props = append(props, prop{Change{At: own.At, Low: own.Low, High: own.High, Shift: shift, Z: z, Prob: math.NaN(), Method: "corroborated by " + c.Name}, math.Abs(own.Z)})
+	}
+	slices.SortStableFunc(props, func(a, b prop) int { return cmp.Compare(b.own, a.own) })
+	var out []Change
+	for _, p := range props {
+		if !slices.ContainsFunc(out, func(c Change) bool { return p.ch.At >= c.Low-tol && p.ch.At <= c.High+tol }) {
+			out = append(out, p.ch)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Change) int { return cmp.Compare(math.Abs(b.Z), math.Abs(a.Z)) })
+	return out[:min(len(out), maxProposals)]
 }
 
 // checkCauses fills Onset, Lead, Precedes and the Granger fields of rk.

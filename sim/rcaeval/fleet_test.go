@@ -6,12 +6,13 @@ import (
 	"testing"
 )
 
-// TestFleetSuite runs the independent incidents (sim/fleet) and checks
-// what the ranking achieves there today: better than plain BARO overall,
-// "no incident" in at least 90 % of fault-free windows, the least-squares
-// change time more accurate than BOCPD's and its 95 % set covering the
-// onset in at least 90 % of fault cases. The AC@1 ≥ 0.9 target is
-// not met yet (docs/causal.md has the table); the test logs the misses.
+// TestFleetSuite runs the independent incidents (sim/fleet) on seeds 1–5
+// (2 with -short) and checks the targets there: AC@1 ≥ 0.9 over
+// the fault classes and above plain BARO, no fault case where tailroot
+// ranks the cause below BARO, "no incident" in at least 90 % of fault-free
+// windows; and the least-squares change time more accurate than BOCPD's,
+// its 95 % set covering the onset in at least 90 % of fault cases. The
+// held-out seeds' figures are in docs/causal.md; the test logs the misses.
 func TestFleetSuite(t *testing.T) {
 	seeds := 5
 	if testing.Short() {
@@ -27,8 +28,11 @@ func TestFleetSuite(t *testing.T) {
 	}
 	t.Logf("\n%s", b.String())
 	tr, baro, _ := rep.Summaries("")
-	if tr.AC1 <= baro.AC1 || tr.Avg5 <= baro.Avg5 {
-		t.Errorf("tailroot %v not above BARO %v", tr, baro)
+	if tr.AC1 < 0.9 || tr.AC1 <= baro.AC1 || tr.Avg5 <= baro.Avg5 {
+		t.Errorf("tailroot %v, want AC@1 ≥ 0.9 and above BARO %v", tr, baro)
+	}
+	if w := rep.Worse(); w > 0 {
+		t.Errorf("%d fault cases rank the cause below BARO, want 0", w)
 	}
 	if share, n := rep.NoIncident(); n == 0 || share < 0.9 {
 		t.Errorf("no incident in %.2f of %d fault-free windows, want ≥ 0.9", share, n)
