@@ -167,7 +167,27 @@ func openDiffDB(t testing.TB, seed uint64) *tsdb.DB {
 	if err := app.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// Persist part or all of it, so that both the head's chunks and
+	// persisted ones (which the fast path decodes itself) are read, and a
+	// series' chunks come from a block and the head at once.
+	switch seed % 3 {
+	case 2:
+		persistDiff(t, db, diffStart.Add(time.Hour).UnixMilli())
+	case 0:
+		persistDiff(t, db, end+1)
+	}
 	return db
+}
+
+// persistDiff writes the head's samples before maxt into a block.
+func persistDiff(t testing.TB, db *tsdb.DB, maxt int64) {
+	t.Helper()
+	if err := db.CompactHead(tsdb.NewRangeHead(db.Head(), diffStart.UnixMilli(), maxt-1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(db.Blocks()) == 0 {
+		t.Fatal("no block persisted")
+	}
 }
 
 // genQuery builds one query from the shapes the fast path takes, and some

@@ -8,9 +8,11 @@ import (
 	"sync"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/kahansum"
 )
@@ -38,14 +40,57 @@ func (ev *evaluator) window(l *leaf) (mint, maxt int64) {
 // shard is one worker's view of a leaf: its own querier (a querier's
 // chunk reader is not safe for concurrent use — the head keeps a
 // per-reader cache of a series' chunks for range queries), its own series
-// set over the same selection, and its buffers.
+// set over the same selection, and its buffers. Where the storage serves
+// chunks (storage.ChunkQueryable, as the TSDB does) the shard reads them
+// and decodes them itself (cset); otherwise it iterates samples (set).
 type shard struct {
-	querier storage.Querier
-	set     storage.SeriesSet
-	it      chunkenc.Iterator
+	querier  storage.Querier
+	cquerier storage.ChunkQuerier
+	set      storage.SeriesSet
+	cset     storage.ChunkSeriesSet
+	it       chunkenc.Iterator
+	cit      chunks.Iterator
+	scratch  []byte // a padded copy of the chunk being decoded
 	worker
 	hash uint64 // of the labels of the batch it walked
 	n    int    // series it walked in the batch
+}
+
+func (sh *shard) next() bool {
+	if sh.cset != nil {
+		return sh.cset.Next()
+	}
+	return sh.set.Next()
+}
+
+func (sh *shard) labels() labels.Labels {
+	if sh.cset != nil {
+		return sh.cset.At().Labels()
+	}
+	return sh.set.At().Labels()
+}
+
+func (sh *shard) err() error {
+	if sh.cset != nil {
+		return sh.cset.Err()
+	}
+	return sh.set.Err()
+}
+
+func (sh *shard) warnings() annotations.Annotations {
+	if sh.cset != nil {
+		return sh.cset.Warnings()
+	}
+	return sh.set.Warnings()
+}
+
+func (sh *shard) close() {
+	if sh.querier != nil {
+		_ = sh.querier.Close()
+	}
+	if sh.cquerier != nil {
+		_ = sh.cquerier.Close()
+	}
 }
 
 func (ev *evaluator) runLeaf(l *leaf, s sink) error {
@@ -66,20 +111,32 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	shards := make([]shard, ev.opts.Workers)
 	defer func() {
 		for i := range shards {
-			if shards[i].querier != nil {
-				_ = shards[i].querier.Close()
-			}
+			shards[i].close()
 		}
 	}()
+	cq, chunked := ev.q.(storage.ChunkQueryable)
 	err := parallel(len(shards), len(shards), func(w, _, _ int) error {
+		// Copies each: the TSDB sorts the matchers it is given in place.
+		h := *hints
+		ms := slices.Clone(l.vs.LabelMatchers)
+		if chunked {
+			q, err := cq.ChunkQuerier(mint, maxt)
+			if err != nil {
+				return err
+			}
+			shards[w].cquerier = q
+			// The decoder drops what lies outside the windows itself;
+			// trimming would re-encode every chunk across mint or maxt.
+			h.DisableTrimming = true
+			shards[w].cset = q.Select(ev.ctx, false, &h, ms...)
+			return nil
+		}
 		q, err := ev.q.Querier(mint, maxt)
 		if err != nil {
 			return err
 		}
 		shards[w].querier = q
-		// Copies each: the TSDB sorts the matchers it is given in place.
-		h := *hints
-		shards[w].set = q.Select(ev.ctx, false, &h, slices.Clone(l.vs.LabelMatchers)...)
+		shards[w].set = q.Select(ev.ctx, false, &h, ms...)
 		return nil
 	})
 	if err != nil {
@@ -107,12 +164,11 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 			sh := &shards[w]
 			sh.hash, sh.n = 0, 0
 			for i := 0; i < batch; i++ {
-				if !sh.set.Next() {
+				if !sh.next() {
 					break
 				}
 				sh.n++
-				series := sh.set.At()
-				lset := series.Labels()
+				lset := sh.labels()
 				if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
 					// Type and unit labels change how upstream groups.
 					return ErrFallback
@@ -128,7 +184,7 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 				}
 				c := &cols[i]
 				c.lset = lset
-				ok, err := sh.evalSeries(ev, l, series, c)
+				ok, err := sh.evalSeries(ev, l, c)
 				if err != nil {
 					return err
 				}
@@ -167,12 +223,12 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		}
 	}
 	for w := range shards {
-		if err := shards[w].set.Err(); err != nil {
+		if err := shards[w].err(); err != nil {
 			return err
 		}
 	}
 	ev.mu.Lock()
-	ev.annos.Merge(shards[0].set.Warnings())
+	ev.annos.Merge(shards[0].warnings())
 	ev.mu.Unlock()
 	if err := ev.checkContext(); err != nil {
 		return err
@@ -206,27 +262,120 @@ func getBuffers(n int) *buffers {
 
 func putBuffers(b *buffers) { bufferPool.Put(b) }
 
-// evalSeries reads one series once, inside the leaf's window and without
-// stale markers for range functions, and computes its value at every
-// step. It reports whether any step has a value, and returns ErrFallback
-// on what only upstream evaluates: a histogram sample, or a start
-// timestamp where rate, increase or irate would use it.
-func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column) (bool, error) {
+// evalSeries reads the shard's current series once, keeping the samples
+// some step's window holds (without stale markers for range functions),
+// and computes its value at every step. It reports whether any step has a
+// value, and returns ErrFallback on what only upstream evaluates: a
+// histogram sample, or a start timestamp where rate, increase or irate
+// would use it.
+func (sh *shard) evalSeries(ev *evaluator, l *leaf, c *column) (bool, error) {
+	var err error
+	if sh.cset != nil {
+		err = sh.readChunks(ev, l)
+	} else {
+		err = sh.readSamples(ev, l)
+	}
+	if err != nil {
+		return false, err
+	}
+	clear(c.has)
+	if len(sh.buf) == 0 {
+		return false, nil
+	}
+	if l.fn == "" {
+		return sh.instantSteps(ev, c), nil
+	}
+	return sh.rangeSteps(ev, l, c), nil
+}
+
+func (ev *evaluator) filter(l *leaf) sampleFilter {
+	f := sampleFilter{start: ev.start, end: ev.end, interval: ev.interval, width: l.rng.Milliseconds(), dropStale: l.fn != ""}
+	if l.fn == "" {
+		f.width = ev.opts.LookbackDelta.Milliseconds()
+	}
+	return f
+}
+
+// readChunks fills buf from the series' chunks: chunks outside every
+// window are skipped, persisted XOR chunks are decoded by appendXOR, and
+// the rest (the head's, whose last chunk is still being appended to and
+// read under the head's isolation, and other encodings) through their
+// own iterators.
+func (sh *shard) readChunks(ev *evaluator, l *leaf) error {
+	f := ev.filter(l)
+	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
+	series := sh.cset.At()
+	sh.cit = series.Iterator(sh.cit)
+	buf := sh.buf[:0]
+	defer func() { sh.buf = buf }()
+	var err error
+	for sh.cit.Next() {
+		m := sh.cit.At()
+		if !f.overlaps(m.MinTime, m.MaxTime) {
+			continue
+		}
+		enc := m.Chunk.Encoding()
+		if enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
+			return ErrHistogram
+		}
+		if x, ok := m.Chunk.(*chunkenc.XORChunk); ok {
+			buf, sh.scratch, err = appendXOR(buf, sh.scratch, x.Bytes(), &f)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", series.Labels(), err)
+			}
+			continue
+		}
+		checkST := usesST && enc != chunkenc.EncXOR
+		sh.it = m.Chunk.Iterator(sh.it)
+		next := f.firstStep(m.MinTime)
+		for vt := sh.it.Next(); vt != chunkenc.ValNone; vt = sh.it.Next() {
+			if vt != chunkenc.ValFloat {
+				return ErrHistogram
+			}
+			t, v := sh.it.At()
+			if t > next {
+				next = f.firstStep(t)
+			}
+			if next > f.end || t <= next-f.width {
+				continue
+			}
+			if checkST && sh.it.AtST() != 0 {
+				return ErrFallback
+			}
+			if f.dropStale && value.IsStaleNaN(v) {
+				continue
+			}
+			buf = append(buf, fpoint{t, v})
+		}
+		if err := sh.it.Err(); err != nil {
+			return fmt.Errorf("read %s: %w", series.Labels(), err)
+		}
+	}
+	if err := sh.cit.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", series.Labels(), err)
+	}
+	return nil
+}
+
+// readSamples fills buf from a sample iterator, for storage that serves
+// no chunks.
+func (sh *shard) readSamples(ev *evaluator, l *leaf) error {
 	mint, maxt := ev.window(l)
 	instant := l.fn == ""
 	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
+	s := sh.set.At()
 	sh.it = s.Iterator(sh.it)
 	buf := sh.buf[:0]
 	for vt := sh.it.Seek(mint); vt != chunkenc.ValNone; vt = sh.it.Next() {
 		if vt != chunkenc.ValFloat {
-			return false, ErrHistogram
+			return ErrHistogram
 		}
 		t, f := sh.it.At()
 		if t < mint || t > maxt {
 			continue
 		}
 		if usesST && sh.it.AtST() != 0 {
-			return false, ErrFallback
+			return ErrFallback
 		}
 		if !instant && value.IsStaleNaN(f) {
 			continue
@@ -235,16 +384,9 @@ func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column)
 	}
 	sh.buf = buf
 	if err := sh.it.Err(); err != nil {
-		return false, fmt.Errorf("read %s: %w", s.Labels(), err)
+		return fmt.Errorf("read %s: %w", s.Labels(), err)
 	}
-	clear(c.has)
-	if len(buf) == 0 {
-		return false, nil
-	}
-	if instant {
-		return sh.instantSteps(ev, c), nil
-	}
-	return sh.rangeSteps(ev, l, c), nil
+	return nil
 }
 
 func (wk *worker) instantSteps(ev *evaluator, c *column) bool {
