@@ -3,6 +3,7 @@ package fast
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -289,7 +290,10 @@ func (sh *shard) evalSeries(ev *evaluator, l *leaf, c *column) (bool, error) {
 }
 
 func (ev *evaluator) filter(l *leaf) sampleFilter {
-	f := sampleFilter{start: ev.start, end: ev.end, interval: ev.interval, width: l.rng.Milliseconds(), dropStale: l.fn != ""}
+	f := sampleFilter{
+		start: ev.start, end: ev.start + int64(ev.steps-1)*ev.interval, interval: ev.interval,
+		width: l.rng.Milliseconds(), dropStale: l.fn != "",
+	}
 	if l.fn == "" {
 		f.width = ev.opts.LookbackDelta.Milliseconds()
 	}
@@ -297,10 +301,9 @@ func (ev *evaluator) filter(l *leaf) sampleFilter {
 }
 
 // readChunks fills buf from the series' chunks: chunks outside every
-// window are skipped, persisted XOR chunks are decoded by appendXOR, and
-// the rest (the head's, whose last chunk is still being appended to and
-// read under the head's isolation, and other encodings) through their
-// own iterators.
+// window are skipped, XOR chunks whose samples are all visible are decoded
+// by appendXOR, and the rest (a head chunk whose last samples isolation
+// hides, other encodings) through their own iterators.
 func (sh *shard) readChunks(ev *evaluator, l *leaf) error {
 	f := ev.filter(l)
 	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
@@ -318,25 +321,41 @@ func (sh *shard) readChunks(ev *evaluator, l *leaf) error {
 		if enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
 			return ErrHistogram
 		}
-		if x, ok := m.Chunk.(*chunkenc.XORChunk); ok {
-			buf, sh.scratch, err = appendXOR(buf, sh.scratch, x.Bytes(), &f)
+		whole := false
+		if _, ok := m.Chunk.(*chunkenc.XORChunk); ok {
+			// A persisted chunk (or one a merge re-encoded): immutable.
+			whole = true
+		} else if enc == chunkenc.EncXOR {
+			// A head chunk: the chunk querier hands out a copy of the
+			// one still appended to, but the head's isolation may hide
+			// its last samples; its iterator says so by being other
+			// than the XOR chunk's own.
+			sh.it = m.Chunk.Iterator(sh.it)
+			whole = reflect.TypeOf(sh.it) == xorIteratorType
+		} else {
+			sh.it = m.Chunk.Iterator(sh.it)
+		}
+		if whole {
+			buf, sh.scratch, err = appendXOR(buf, sh.scratch, m.Chunk.Bytes(), &f)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", series.Labels(), err)
 			}
 			continue
 		}
 		checkST := usesST && enc != chunkenc.EncXOR
-		sh.it = m.Chunk.Iterator(sh.it)
 		next := f.firstStep(m.MinTime)
 		for vt := sh.it.Next(); vt != chunkenc.ValNone; vt = sh.it.Next() {
 			if vt != chunkenc.ValFloat {
 				return ErrHistogram
 			}
 			t, v := sh.it.At()
-			if t > next {
+			if t > f.end {
+				continue
+			}
+			if t > next || t <= next-f.interval {
 				next = f.firstStep(t)
 			}
-			if next > f.end || t <= next-f.width {
+			if t <= next-f.width {
 				continue
 			}
 			if checkST && sh.it.AtST() != 0 {
@@ -356,6 +375,9 @@ func (sh *shard) readChunks(ev *evaluator, l *leaf) error {
 	}
 	return nil
 }
+
+// xorIteratorType is the type of an XOR chunk's own iterator.
+var xorIteratorType = reflect.TypeOf(chunkenc.NewXORChunk().Iterator(nil))
 
 // readSamples fills buf from a sample iterator, for storage that serves
 // no chunks.

@@ -18,7 +18,8 @@ const xorPadding = 32
 
 // sampleFilter says which samples of a leaf any step can use: those
 // inside some step's window (ts-width, ts], with ts = start + i*interval up
-// to end. A sample outside every window changes no step's value (a window
+// to end. Its arithmetic assumes start-width and end+4*interval fit an
+// int64 (the evaluator hands back queries near the ends of time). A sample outside every window changes no step's value (a window
 // that held samples on both sides of it would hold it too), so it is
 // dropped before it costs a copy, and a chunk outside every window is not
 // decoded at all.
@@ -84,16 +85,19 @@ func appendXOR(buf []fpoint, scratch []byte, data []byte, f *sampleFilter) ([]fp
 
 	next := f.firstStep(t)
 	emit := func(t int64, vbits uint64) {
-		if t > next {
-			if t-next <= 4*f.interval {
-				for next < t {
-					next += f.interval
-				}
-			} else {
-				next = f.firstStep(t)
-			}
+		if t > f.end {
+			return
 		}
-		if next > f.end || t <= next-f.width {
+		switch {
+		case t > next && t <= next+4*f.interval:
+			for next < t {
+				next += f.interval
+			}
+		case t > next || t <= next-f.interval:
+			// A jump, or (in a chunk no TSDB writes) a step back.
+			next = f.firstStep(t)
+		}
+		if t <= next-f.width {
 			return
 		}
 		v := math.Float64frombits(vbits)
