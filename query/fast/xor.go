@@ -72,58 +72,41 @@ func appendXOR(buf []fpoint, scratch []byte, data []byte, f *sampleFilter) ([]fp
 	b := scratch
 	nbits := uint(len(body)) * 8
 
-	t, k := binary.Varint(body)
-	if k <= 0 {
-		return buf, scratch, errCorruptChunk
-	}
-	pos := uint(k) * 8
-	if pos+64 > nbits {
-		return buf, scratch, errCorruptChunk
-	}
-	vbits := readBits(b, pos, 64)
-	pos += 64
-
-	next := f.firstStep(t)
-	emit := func(t int64, vbits uint64) {
-		if t > f.end {
-			return
-		}
-		switch {
-		case t > next && t <= next+4*f.interval:
-			for next < t {
-				next += f.interval
-			}
-		case t > next || t <= next-f.interval:
-			// A jump, or (in a chunk no TSDB writes) a step back.
-			next = f.firstStep(t)
-		}
-		if t <= next-f.width {
-			return
-		}
-		v := math.Float64frombits(vbits)
-		if f.dropStale && value.IsStaleNaN(v) {
-			return
-		}
-		buf = append(buf, fpoint{t, v})
-	}
-	emit(t, vbits)
-	if n == 1 {
-		return buf, scratch, nil
-	}
-
-	d, k := binary.Uvarint(body[pos/8:])
-	if k <= 0 {
-		return buf, scratch, errCorruptChunk
-	}
-	pos += uint(k) * 8
-	tDelta := d
-	t += int64(tDelta)
-	var leading, trailing uint
-	for i := 1; i < n; i++ {
+	var (
+		end, interval, width = f.end, f.interval, f.width
+		dropStale            = f.dropStale
+		t, tDelta            int64
+		vbits                uint64
+		leading, trailing    uint
+		pos                  uint
+		next                 int64
+	)
+	for i := 0; i < n; i++ {
 		if pos > nbits {
 			return buf, scratch, errCorruptChunk
 		}
-		if i > 1 {
+		switch i {
+		case 0:
+			// A varint timestamp and the value's 64 bits, byte-aligned.
+			var k int
+			t, k = binary.Varint(body)
+			if k <= 0 || uint(k)*8+64 > nbits {
+				return buf, scratch, errCorruptChunk
+			}
+			pos = uint(k) * 8
+			vbits = readBits(b, pos, 64)
+			pos += 64
+			next = f.firstStep(t)
+		case 1:
+			// A uvarint delta, byte-aligned, then the value as below.
+			d, k := binary.Uvarint(body[pos/8:])
+			if k <= 0 {
+				return buf, scratch, errCorruptChunk
+			}
+			pos += uint(k) * 8
+			tDelta = int64(d)
+			t += tDelta
+		default:
 			// The delta of deltas: 0, or a prefix 10, 110, 1110 with
 			// 14, 17, 20 bits, or 1111 with 64 bits.
 			w := load(b, pos)
@@ -144,34 +127,58 @@ func appendXOR(buf []fpoint, scratch []byte, data []byte, f *sampleFilter) ([]fp
 				dod = int64(readBits(b, pos+4, 64))
 				pos += 4 + 64
 			}
-			tDelta = uint64(int64(tDelta) + dod)
-			t += int64(tDelta)
+			tDelta += dod
+			t += tDelta
 		}
-		// The value: 0 (unchanged), 10 and the meaningful bits within the
-		// previous leading/trailing zeros, or 11, 5 bits of leading zeros,
-		// 6 bits of length (0 meaning 64) and the bits.
-		w := load(b, pos)
+		if i > 0 {
+			// The value: 0 (unchanged), 10 and the meaningful bits
+			// within the previous leading/trailing zeros, or 11, 5 bits
+			// of leading zeros, 6 bits of length (0 meaning 64) and the
+			// bits.
+			w := load(b, pos)
+			switch {
+			case w>>63 == 0:
+				pos++
+			case w>>62 == 0b10:
+				mbits := 64 - leading - trailing
+				vbits ^= readBits(b, pos+2, mbits) << trailing
+				pos += 2 + mbits
+			default:
+				lead := uint(w << 2 >> (64 - 5))
+				mbits := uint(w << 7 >> (64 - 6))
+				if mbits == 0 {
+					mbits = 64
+				}
+				if lead+mbits > 64 {
+					return buf, scratch, errCorruptChunk
+				}
+				leading, trailing = lead, 64-lead-mbits
+				vbits ^= readBits(b, pos+13, mbits) << trailing
+				pos += 13 + mbits
+			}
+		}
+		// Keep the sample if a window holds it; next is the first step
+		// at or after t.
+		if t > end {
+			continue
+		}
 		switch {
-		case w>>63 == 0:
-			pos++
-		case w>>62 == 0b10:
-			mbits := 64 - leading - trailing
-			vbits ^= readBits(b, pos+2, mbits) << trailing
-			pos += 2 + mbits
-		default:
-			lead := uint(w << 2 >> (64 - 5))
-			mbits := uint(w << 7 >> (64 - 6))
-			if mbits == 0 {
-				mbits = 64
+		case t > next && t <= next+4*interval:
+			for next < t {
+				next += interval
 			}
-			if lead+mbits > 64 {
-				return buf, scratch, errCorruptChunk
-			}
-			leading, trailing = lead, 64-lead-mbits
-			vbits ^= readBits(b, pos+13, mbits) << trailing
-			pos += 13 + mbits
+		case t > next || t <= next-interval:
+			// A jump, or (in a chunk no TSDB writes) a step back.
+			next = f.firstStep(t)
 		}
-		emit(t, vbits)
+		if t <= next-width {
+			continue
+		}
+		v := math.Float64frombits(vbits)
+		if dropStale && value.IsStaleNaN(v) {
+			continue
+		}
+		buf = append(buf, fpoint{t, v})
 	}
 	if pos > nbits {
 		return buf, scratch, errCorruptChunk
