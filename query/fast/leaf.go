@@ -436,6 +436,8 @@ func (wk *worker) instantSteps(ev *evaluator, c *column) bool {
 func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 	buf, rng := wk.buf, l.rng.Milliseconds()
 	isCounter := l.fn == "rate" || l.fn == "increase"
+	isRate := l.fn == "rate"
+	kind := rangeFuncKinds[l.fn]
 	if isCounter {
 		// Positions where the counter went down, in order: rate adds the
 		// value before each one inside the window, as upstream does.
@@ -464,19 +466,19 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 			v  float64
 			ok = true
 		)
-		switch l.fn {
-		case "rate", "increase", "delta":
+		switch kind {
+		case fnRate:
 			if isCounter {
 				for r < len(wk.resets) && wk.resets[r] <= lo {
 					r++
 				}
-				v, ok = extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, l.fn == "rate")
+				v, ok = extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, isRate)
 			} else {
 				v, ok = extrapolatedRate(w, nil, lo, hi, ts, l, false, false)
 			}
-		case "irate":
+		case fnIrate:
 			v, ok = irate(w)
-		case "sum_over_time":
+		case fnSum:
 			var sum, cc float64
 			for _, p := range w {
 				sum, cc = kahansum.Inc(p.f, sum, cc)
@@ -486,25 +488,25 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 			} else {
 				v = sum + cc
 			}
-		case "avg_over_time":
+		case fnAvg:
 			v = avgOverTime(w)
-		case "min_over_time":
+		case fnMin:
 			v = w[0].f
 			for _, p := range w {
 				if p.f < v || math.IsNaN(v) {
 					v = p.f
 				}
 			}
-		case "max_over_time":
+		case fnMax:
 			v = w[0].f
 			for _, p := range w {
 				if p.f > v || math.IsNaN(v) {
 					v = p.f
 				}
 			}
-		case "count_over_time":
+		case fnCount:
 			v = float64(len(w))
-		case "last_over_time":
+		case fnLast:
 			v = w[len(w)-1].f
 		default:
 			panic("BUG: fast: unknown range function " + l.fn)
@@ -515,6 +517,25 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 		}
 	}
 	return any
+}
+
+// Range function kinds, so that the per-step switch compares integers.
+const (
+	fnNone = iota
+	fnRate // rate, increase, delta
+	fnIrate
+	fnSum
+	fnAvg
+	fnMin
+	fnMax
+	fnCount
+	fnLast
+)
+
+var rangeFuncKinds = map[string]int{
+	"rate": fnRate, "increase": fnRate, "delta": fnRate, "irate": fnIrate,
+	"sum_over_time": fnSum, "avg_over_time": fnAvg, "min_over_time": fnMin,
+	"max_over_time": fnMax, "count_over_time": fnCount, "last_over_time": fnLast,
 }
 
 // extrapolatedRate is upstream's rate/increase/delta for float samples
