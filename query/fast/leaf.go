@@ -27,6 +27,7 @@ type fpoint struct {
 type worker struct {
 	buf    []fpoint // the series being computed
 	resets []int
+	rc     rateCache
 }
 
 // window returns the selector's data range [mint, maxt] as upstream
@@ -472,9 +473,9 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 				for r < len(wk.resets) && wk.resets[r] <= lo {
 					r++
 				}
-				v, ok = extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, isRate)
+				v, ok = wk.rc.extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, isRate)
 			} else {
-				v, ok = extrapolatedRate(w, nil, lo, hi, ts, l, false, false)
+				v, ok = wk.rc.extrapolatedRate(w, nil, lo, hi, ts, l, false, false)
 			}
 		case fnIrate:
 			v, ok = irate(w)
@@ -538,11 +539,25 @@ var rangeFuncKinds = map[string]int{
 	"max_over_time": fnMax, "count_over_time": fnCount, "last_over_time": fnLast,
 }
 
+// rateCache keeps the time-only part of the last extrapolation: the
+// durations to the window's ends (after the threshold test), the sampled
+// interval and the factor they give. They depend only on the sample
+// times relative to the window and the sample count, which repeat step
+// after step for regular scrapes; the same inputs give the same floats,
+// so reusing them changes no bit of the result.
+type rateCache struct {
+	valid                         bool
+	toStart, toEnd, sampled       int64 // the key: ms from the window's start, to its end, between first and last
+	n                             int
+	durToStart, durToEnd, sampInt float64
+	factor                        float64 // without the counter's zero clamp
+}
+
 // extrapolatedRate is upstream's rate/increase/delta for float samples
 // without start timestamps, with the same arithmetic in the same order.
 // resets holds the positions (in the series buffer) of counter resets from
 // the window's second sample on; only those below hi count.
-func extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, isCounter, isRate bool) (float64, bool) {
+func (rc *rateCache) extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, isCounter, isRate bool) (float64, bool) {
 	n := len(w) - 1
 	if n == 0 {
 		return 0, false
@@ -558,26 +573,45 @@ func extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, i
 			result += w[pos-lo-1].f
 		}
 	}
-	durationToStart := float64(firstT-rangeStart) / 1000
-	durationToEnd := float64(rangeEnd-lastT) / 1000
-	sampledInterval := float64(lastT-firstT) / 1000
-	averageDurationBetweenSamples := sampledInterval / float64(n)
-	extrapolationThreshold := averageDurationBetweenSamples * 1.1
-	if durationToStart >= extrapolationThreshold {
-		durationToStart = averageDurationBetweenSamples / 2
+	toStart, toEnd, sampled := firstT-rangeStart, rangeEnd-lastT, lastT-firstT
+	if !rc.valid || rc.toStart != toStart || rc.toEnd != toEnd || rc.sampled != sampled || rc.n != n {
+		durationToStart := float64(toStart) / 1000
+		durationToEnd := float64(toEnd) / 1000
+		sampledInterval := float64(sampled) / 1000
+		averageDurationBetweenSamples := sampledInterval / float64(n)
+		extrapolationThreshold := averageDurationBetweenSamples * 1.1
+		if durationToStart >= extrapolationThreshold {
+			durationToStart = averageDurationBetweenSamples / 2
+		}
+		if durationToEnd >= extrapolationThreshold {
+			durationToEnd = averageDurationBetweenSamples / 2
+		}
+		*rc = rateCache{
+			valid: true, toStart: toStart, toEnd: toEnd, sampled: sampled, n: n,
+			durToStart: durationToStart, durToEnd: durationToEnd, sampInt: sampledInterval,
+			factor: extrapolationFactor(sampledInterval, durationToStart, durationToEnd, l, isRate),
+		}
 	}
+	factor := rc.factor
 	if isCounter {
+		// Upstream clamps the start towards where the counter would
+		// have been zero (before the end's threshold test, which does
+		// not depend on it).
+		durationToStart := rc.durToStart
 		durationToZero := durationToStart
 		if result > 0 && w[0].f >= 0 {
-			durationToZero = sampledInterval * (w[0].f / result)
+			durationToZero = rc.sampInt * (w[0].f / result)
 		}
 		if durationToZero < durationToStart {
-			durationToStart = durationToZero
+			factor = extrapolationFactor(rc.sampInt, durationToZero, rc.durToEnd, l, isRate)
 		}
 	}
-	if durationToEnd >= extrapolationThreshold {
-		durationToEnd = averageDurationBetweenSamples / 2
-	}
+	return result * factor, true
+}
+
+// extrapolationFactor is upstream's factor from the sampled interval and
+// the durations to extrapolate at both ends.
+func extrapolationFactor(sampledInterval, durationToStart, durationToEnd float64, l *leaf, isRate bool) float64 {
 	factor := 1.0
 	if sampledInterval != 0 {
 		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
@@ -585,7 +619,7 @@ func extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, i
 	if isRate {
 		factor /= l.rng.Seconds()
 	}
-	return result * factor, true
+	return factor
 }
 
 // irate is upstream's instantValue for two float samples without start
