@@ -117,22 +117,25 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		}
 	}()
 	cq, chunked := ev.q.(storage.ChunkQueryable)
+	if chunked {
+		// One walker loads the chunks, the workers decode them.
+		q, err := cq.ChunkQuerier(mint, maxt)
+		if err != nil {
+			return err
+		}
+		shards[0].cquerier = q
+		// The decoder drops what lies outside the windows itself;
+		// trimming would re-encode every chunk across mint or maxt.
+		hints.DisableTrimming = true
+		shards[0].cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
+	}
 	err := parallel(len(shards), len(shards), func(w, _, _ int) error {
+		if chunked {
+			return nil
+		}
 		// Copies each: the TSDB sorts the matchers it is given in place.
 		h := *hints
 		ms := slices.Clone(l.vs.LabelMatchers)
-		if chunked {
-			q, err := cq.ChunkQuerier(mint, maxt)
-			if err != nil {
-				return err
-			}
-			shards[w].cquerier = q
-			// The decoder drops what lies outside the windows itself;
-			// trimming would re-encode every chunk across mint or maxt.
-			h.DisableTrimming = true
-			shards[w].cset = q.Select(ev.ctx, false, &h, ms...)
-			return nil
-		}
 		q, err := ev.q.Querier(mint, maxt)
 		if err != nil {
 			return err
@@ -161,8 +164,47 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		total     int
 		workers   = len(shards)
 	)
+	var (
+		metas [][]chunks.Meta // the chunks to decode, per column of the batch
+		f     = ev.filter(l)
+	)
+	if chunked {
+		metas = make([][]chunks.Meta, batch)
+	}
 	for {
+		if chunked {
+			n, err := ev.walkChunks(l, &shards[0], &f, cols, metas)
+			if err != nil {
+				return err
+			}
+			err = parallel(workers, n, func(w, lo, hi int) error {
+				sh := &shards[w]
+				for i := lo; i < hi; i++ {
+					if (i-lo)%64 == 0 {
+						if err := ev.checkContext(); err != nil {
+							return err
+						}
+					}
+					ok, err := sh.evalChunks(ev, l, &f, metas[i], &cols[i])
+					if err != nil {
+						return err
+					}
+					nonEmpty[i] = ok
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			shards[0].n = n
+			for w := 1; w < workers; w++ {
+				shards[w].n, shards[w].hash = n, shards[0].hash
+			}
+		}
 		err := parallel(workers, workers, func(w, _, _ int) error {
+			if chunked {
+				return nil
+			}
 			sh := &shards[w]
 			sh.hash, sh.n = 0, 0
 			for i := 0; i < batch; i++ {
@@ -225,6 +267,9 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		}
 	}
 	for w := range shards {
+		if shards[w].set == nil && shards[w].cset == nil {
+			continue
+		}
 		if err := shards[w].err(); err != nil {
 			return err
 		}
@@ -271,23 +316,30 @@ func putBuffers(b *buffers) { bufferPool.Put(b) }
 // histogram sample, or a start timestamp where rate, increase or irate
 // would use it.
 func (sh *shard) evalSeries(ev *evaluator, l *leaf, c *column) (bool, error) {
-	var err error
-	if sh.cset != nil {
-		err = sh.readChunks(ev, l)
-	} else {
-		err = sh.readSamples(ev, l)
-	}
-	if err != nil {
+	if err := sh.readSamples(ev, l); err != nil {
 		return false, err
 	}
+	return sh.steps(ev, l, c), nil
+}
+
+// evalChunks is evalSeries for the chunks a walker loaded.
+func (sh *shard) evalChunks(ev *evaluator, l *leaf, f *sampleFilter, metas []chunks.Meta, c *column) (bool, error) {
+	if err := sh.decodeChunks(l, f, metas, c.lset); err != nil {
+		return false, err
+	}
+	return sh.steps(ev, l, c), nil
+}
+
+// steps computes the column from buf.
+func (sh *shard) steps(ev *evaluator, l *leaf, c *column) bool {
 	clear(c.has)
 	if len(sh.buf) == 0 {
-		return false, nil
+		return false
 	}
 	if l.fn == "" {
-		return sh.instantSteps(ev, c), nil
+		return sh.instantSteps(ev, c)
 	}
-	return sh.rangeSteps(ev, l, c), nil
+	return sh.rangeSteps(ev, l, c)
 }
 
 func (ev *evaluator) filter(l *leaf) sampleFilter {
@@ -301,27 +353,61 @@ func (ev *evaluator) filter(l *leaf) sampleFilter {
 	return f
 }
 
-// readChunks fills buf from the series' chunks: chunks outside every
-// window are skipped, XOR chunks whose samples are all visible are decoded
-// by appendXOR, and the rest (a head chunk whose last samples isolation
-// hides, other encodings) through their own iterators.
-func (sh *shard) readChunks(ev *evaluator, l *leaf) error {
-	f := ev.filter(l)
+// walkChunks reads the next batch of series from the walker's set: their
+// labels into cols and, into metas, the chunks some window meets (the
+// chunk querier loads a chunk as its iterator reaches it, through a chunk
+// reader only one goroutine may use). It returns how many series it read.
+func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []column, metas [][]chunks.Meta) (int, error) {
+	n := 0
+	for i := range cols {
+		if !sh.cset.Next() {
+			break
+		}
+		n++
+		if i%64 == 0 {
+			if err := ev.checkContext(); err != nil {
+				return 0, err
+			}
+		}
+		series := sh.cset.At()
+		lset := series.Labels()
+		if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
+			// Type and unit labels change how upstream groups.
+			return 0, ErrFallback
+		}
+		sh.hash = sh.hash*31 + lset.Hash()
+		cols[i].lset = lset
+		ms := metas[i][:0]
+		sh.cit = series.Iterator(sh.cit)
+		for sh.cit.Next() {
+			m := sh.cit.At()
+			if !f.overlaps(m.MinTime, m.MaxTime) {
+				continue
+			}
+			if enc := m.Chunk.Encoding(); enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
+				return 0, ErrHistogram
+			}
+			ms = append(ms, m)
+		}
+		if err := sh.cit.Err(); err != nil {
+			return 0, fmt.Errorf("read %s: %w", lset, err)
+		}
+		metas[i] = ms
+	}
+	return n, nil
+}
+
+// decodeChunks fills buf from a series' chunks: XOR chunks whose samples
+// are all visible are decoded by appendXOR, the rest (a head chunk whose
+// last samples isolation hides, other encodings) through their own
+// iterators.
+func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []chunks.Meta, lset labels.Labels) error {
 	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
-	series := sh.cset.At()
-	sh.cit = series.Iterator(sh.cit)
 	buf := sh.buf[:0]
 	defer func() { sh.buf = buf }()
 	var err error
-	for sh.cit.Next() {
-		m := sh.cit.At()
-		if !f.overlaps(m.MinTime, m.MaxTime) {
-			continue
-		}
+	for _, m := range metas {
 		enc := m.Chunk.Encoding()
-		if enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
-			return ErrHistogram
-		}
 		whole := false
 		if _, ok := m.Chunk.(*chunkenc.XORChunk); ok {
 			// A persisted chunk (or one a merge re-encoded): immutable.
@@ -337,9 +423,9 @@ func (sh *shard) readChunks(ev *evaluator, l *leaf) error {
 			sh.it = m.Chunk.Iterator(sh.it)
 		}
 		if whole {
-			buf, sh.scratch, err = appendXOR(buf, sh.scratch, m.Chunk.Bytes(), &f)
+			buf, sh.scratch, err = appendXOR(buf, sh.scratch, m.Chunk.Bytes(), f)
 			if err != nil {
-				return fmt.Errorf("read %s: %w", series.Labels(), err)
+				return fmt.Errorf("read %s: %w", lset, err)
 			}
 			continue
 		}
@@ -368,11 +454,8 @@ func (sh *shard) readChunks(ev *evaluator, l *leaf) error {
 			buf = append(buf, fpoint{t, v})
 		}
 		if err := sh.it.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", series.Labels(), err)
+			return fmt.Errorf("read %s: %w", lset, err)
 		}
-	}
-	if err := sh.cit.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", series.Labels(), err)
 	}
 	return nil
 }
