@@ -32,10 +32,13 @@
 //     then runs the upstream engine, which
 //     stays the reference (a differential test over generated queries
 //     checks the two against each other).
-//   - Series are sharded over Workers goroutines, each reading through its
-//     own querier (a querier's chunk reader is not goroutine-safe) and
-//     walking the same selection in the same order, which a hash of the
-//     labels checks batch by batch.
+//   - Series are sharded over Workers goroutines. Over chunks, one walker
+//     selects, walks the index once and loads each batch's chunks (a
+//     querier's chunk reader is not goroutine-safe), and the workers decode
+//     and evaluate contiguous parts of the batch. Over sample iterators,
+//     each worker reads through its own querier, walking the same
+//     selection in the same order, which a hash of the labels checks batch
+//     by batch.
 //   - Reading: where the storage serves chunks (storage.ChunkQueryable, as
 //     the TSDB does), a chunk no step's window meets is not decoded, XOR
 //     chunks whose samples are all visible (persisted ones, and head
