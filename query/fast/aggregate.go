@@ -108,6 +108,27 @@ func (ag *aggregator) batch(cols []*column) error {
 		}
 	}
 	op := ag.a.op
+	if op == parser.SUM {
+		// The dashboards' aggregation, without the per-value switch.
+		return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
+			for ci, c := range cols {
+				g := ag.groups[ag.member[ci]]
+				has, v := c.has[lo:hi], c.v[lo:hi]
+				seen, val, cc := g.seen[lo:hi], g.val[lo:hi], g.c[lo:hi]
+				for i, h := range has {
+					if !h {
+						continue
+					}
+					if !seen[i] {
+						seen[i], val[i], cc[i] = true, v[i], 0
+						continue
+					}
+					val[i], cc[i] = kahansum.Inc(v[i], val[i], cc[i])
+				}
+			}
+			return nil
+		})
+	}
 	return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
 		for ci, c := range cols {
 			g := ag.groups[ag.member[ci]]

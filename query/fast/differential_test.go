@@ -167,7 +167,27 @@ func openDiffDB(t testing.TB, seed uint64) *tsdb.DB {
 	if err := app.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// Persist part or all of it, so that both the head's chunks and
+	// persisted ones (which the fast path decodes itself) are read, and a
+	// series' chunks come from a block and the head at once.
+	switch seed % 3 {
+	case 2:
+		persistDiff(t, db, diffStart.Add(time.Hour).UnixMilli())
+	case 0:
+		persistDiff(t, db, end+1)
+	}
 	return db
+}
+
+// persistDiff writes the head's samples before maxt into a block.
+func persistDiff(t testing.TB, db *tsdb.DB, maxt int64) {
+	t.Helper()
+	if err := db.CompactHead(tsdb.NewRangeHead(db.Head(), diffStart.UnixMilli(), maxt-1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(db.Blocks()) == 0 {
+		t.Fatal("no block persisted")
+	}
 }
 
 // genQuery builds one query from the shapes the fast path takes, and some
@@ -246,6 +266,9 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 	fo.DelayedNameRemoval = delayed
 	fo.BatchSeries = 7 // several batches even on small data
 	fo.Workers = 3     // more goroutines than cores, to shake out races
+	// The fast path reads chunks where the storage serves them and
+	// samples where it does not; every other query reads samples.
+	var samplesOnly storage.Queryable = samplesQueryable{db}
 	var compiled, ran, fellBack int
 	for i := 0; i < n; i++ {
 		qs := genQuery(r)
@@ -279,7 +302,7 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 				t.Fatalf("%s: upstream: %v", qs, err)
 			}
 			var v promql.Vector
-			v, gotW, ferr = plan.Instant(ctx, db, fo, start)
+			v, gotW, ferr = plan.Instant(ctx, pickQueryable(i, db, samplesOnly), fo, start)
 			got = v
 		} else {
 			qry, err := ng.NewRangeQuery(ctx, db, nil, qs, start, end, step)
@@ -292,7 +315,7 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 				t.Fatalf("%s: upstream: %v", qs, err)
 			}
 			var m promql.Matrix
-			m, gotW, ferr = plan.Range(ctx, db, fo, start, end, step)
+			m, gotW, ferr = plan.Range(ctx, pickQueryable(i, db, samplesOnly), fo, start, end, step)
 			got = m
 		}
 		if errors.Is(ferr, fast.ErrFallback) {
@@ -319,6 +342,20 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 	if ran < n/3 {
 		t.Errorf("only %d of %d queries were evaluated by the fast path", ran, n)
 	}
+}
+
+// samplesQueryable hides the TSDB's chunk querier.
+type samplesQueryable struct{ q storage.Queryable }
+
+func (s samplesQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	return s.q.Querier(mint, maxt)
+}
+
+func pickQueryable(i int, chunked, samples storage.Queryable) storage.Queryable {
+	if i%2 == 0 {
+		return chunked
+	}
+	return samples
 }
 
 func annoStrings(a annotations.Annotations) []string {

@@ -28,13 +28,25 @@
 //     then reports a merge-dependent sample count the API prints), a
 //     selection that changed between
 //     the workers' reads, or a query whose upstream sample accounting could
-//     reach MaxSamples. The caller then runs the upstream engine, which
+//     reach MaxSamples (or times near the ends of an int64). The caller
+//     then runs the upstream engine, which
 //     stays the reference (a differential test over generated queries
 //     checks the two against each other).
-//   - Series are sharded over Workers goroutines, each reading through its
-//     own querier (a querier's chunk reader is not goroutine-safe) and
-//     walking the same selection in the same order, which a hash of the
-//     labels checks batch by batch.
+//   - Series are sharded over Workers goroutines. Over chunks, one walker
+//     selects, walks the index once and loads each batch's chunks (a
+//     querier's chunk reader is not goroutine-safe), and the workers decode
+//     and evaluate contiguous parts of the batch. Over sample iterators,
+//     each worker reads through its own querier, walking the same
+//     selection in the same order, which a hash of the labels checks batch
+//     by batch.
+//   - Reading: where the storage serves chunks (storage.ChunkQueryable, as
+//     the TSDB does), a chunk no step's window meets is not decoded, XOR
+//     chunks whose samples are all visible (persisted ones, and head
+//     chunks the head's isolation does not cut) are decoded by this
+//     package's own loop (xor.go, checked against the chunk iterator by
+//     FuzzXORDecode), and samples outside every window are not copied;
+//     other chunks go through their own iterators, and storage without
+//     chunks through sample iterators.
 //   - Memory is bounded by a batch of series at a time: one series' samples
 //     per worker and one column of step values per series of the batch,
 //     plus the aggregated output; samples are never all materialised.

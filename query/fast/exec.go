@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"sync"
@@ -109,6 +110,9 @@ func (p *Plan) Range(ctx context.Context, q storage.Queryable, opts Options, sta
 	if ev.interval <= 0 {
 		return nil, nil, ErrFallback
 	}
+	if !saneTimes(ev.start, ev.end, ev.interval) {
+		return nil, nil, ErrFallback
+	}
 	ev.steps = int((ev.end-ev.start)/ev.interval) + 1
 	cols, err := ev.runTop(p)
 	if err != nil {
@@ -145,6 +149,9 @@ func (p *Plan) Instant(ctx context.Context, q storage.Queryable, opts Options, t
 	// One step leaves little to share: a second worker would only walk the
 	// selection a second time (each worker selects every series).
 	opts.Workers = 1
+	if !saneTimes(t, t, 1) {
+		return nil, nil, ErrFallback
+	}
 	ev := &evaluator{ctx: ctx, q: q, opts: opts, start: t, end: t, interval: 1, steps: 1, instant: true}
 	cols, err := ev.runTop(p)
 	if err != nil {
@@ -157,6 +164,14 @@ func (p *Plan) Instant(ctx context.Context, q storage.Queryable, opts Options, t
 		}
 	}
 	return vec, ev.annos, nil
+}
+
+// saneTimes reports whether the step arithmetic (windows reaching a
+// range or the lookback before start, a few steps past end) stays far from
+// an int64's ends; queries near the ends of time go upstream.
+func saneTimes(start, end, interval int64) bool {
+	const limit = math.MaxInt64 / 8
+	return start > -limit && end < limit && end >= start && interval > 0 && interval < limit
 }
 
 func outputLabels(c *column) labels.Labels {

@@ -3,14 +3,17 @@ package fast
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/kahansum"
 )
@@ -24,6 +27,7 @@ type fpoint struct {
 type worker struct {
 	buf    []fpoint // the series being computed
 	resets []int
+	rc     rateCache
 }
 
 // window returns the selector's data range [mint, maxt] as upstream
@@ -38,14 +42,57 @@ func (ev *evaluator) window(l *leaf) (mint, maxt int64) {
 // shard is one worker's view of a leaf: its own querier (a querier's
 // chunk reader is not safe for concurrent use — the head keeps a
 // per-reader cache of a series' chunks for range queries), its own series
-// set over the same selection, and its buffers.
+// set over the same selection, and its buffers. Where the storage serves
+// chunks (storage.ChunkQueryable, as the TSDB does) the shard reads them
+// and decodes them itself (cset); otherwise it iterates samples (set).
 type shard struct {
-	querier storage.Querier
-	set     storage.SeriesSet
-	it      chunkenc.Iterator
+	querier  storage.Querier
+	cquerier storage.ChunkQuerier
+	set      storage.SeriesSet
+	cset     storage.ChunkSeriesSet
+	it       chunkenc.Iterator
+	cit      chunks.Iterator
+	scratch  []byte // a padded copy of the chunk being decoded
 	worker
 	hash uint64 // of the labels of the batch it walked
 	n    int    // series it walked in the batch
+}
+
+func (sh *shard) next() bool {
+	if sh.cset != nil {
+		return sh.cset.Next()
+	}
+	return sh.set.Next()
+}
+
+func (sh *shard) labels() labels.Labels {
+	if sh.cset != nil {
+		return sh.cset.At().Labels()
+	}
+	return sh.set.At().Labels()
+}
+
+func (sh *shard) err() error {
+	if sh.cset != nil {
+		return sh.cset.Err()
+	}
+	return sh.set.Err()
+}
+
+func (sh *shard) warnings() annotations.Annotations {
+	if sh.cset != nil {
+		return sh.cset.Warnings()
+	}
+	return sh.set.Warnings()
+}
+
+func (sh *shard) close() {
+	if sh.querier != nil {
+		_ = sh.querier.Close()
+	}
+	if sh.cquerier != nil {
+		_ = sh.cquerier.Close()
+	}
 }
 
 func (ev *evaluator) runLeaf(l *leaf, s sink) error {
@@ -66,20 +113,35 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	shards := make([]shard, ev.opts.Workers)
 	defer func() {
 		for i := range shards {
-			if shards[i].querier != nil {
-				_ = shards[i].querier.Close()
-			}
+			shards[i].close()
 		}
 	}()
+	cq, chunked := ev.q.(storage.ChunkQueryable)
+	if chunked {
+		// One walker loads the chunks, the workers decode them.
+		q, err := cq.ChunkQuerier(mint, maxt)
+		if err != nil {
+			return err
+		}
+		shards[0].cquerier = q
+		// The decoder drops what lies outside the windows itself;
+		// trimming would re-encode every chunk across mint or maxt.
+		hints.DisableTrimming = true
+		shards[0].cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
+	}
 	err := parallel(len(shards), len(shards), func(w, _, _ int) error {
+		if chunked {
+			return nil
+		}
+		// Copies each: the TSDB sorts the matchers it is given in place.
+		h := *hints
+		ms := slices.Clone(l.vs.LabelMatchers)
 		q, err := ev.q.Querier(mint, maxt)
 		if err != nil {
 			return err
 		}
 		shards[w].querier = q
-		// Copies each: the TSDB sorts the matchers it is given in place.
-		h := *hints
-		shards[w].set = q.Select(ev.ctx, false, &h, slices.Clone(l.vs.LabelMatchers)...)
+		shards[w].set = q.Select(ev.ctx, false, &h, ms...)
 		return nil
 	})
 	if err != nil {
@@ -102,17 +164,55 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		total     int
 		workers   = len(shards)
 	)
+	var (
+		metas [][]chunks.Meta // the chunks to decode, per column of the batch
+		f     = ev.filter(l)
+	)
+	if chunked {
+		metas = make([][]chunks.Meta, batch)
+	}
 	for {
+		if chunked {
+			n, err := ev.walkChunks(l, &shards[0], &f, cols, metas)
+			if err != nil {
+				return err
+			}
+			err = parallel(workers, n, func(w, lo, hi int) error {
+				sh := &shards[w]
+				for i := lo; i < hi; i++ {
+					if (i-lo)%64 == 0 {
+						if err := ev.checkContext(); err != nil {
+							return err
+						}
+					}
+					ok, err := sh.evalChunks(ev, l, &f, metas[i], &cols[i])
+					if err != nil {
+						return err
+					}
+					nonEmpty[i] = ok
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			shards[0].n = n
+			for w := 1; w < workers; w++ {
+				shards[w].n, shards[w].hash = n, shards[0].hash
+			}
+		}
 		err := parallel(workers, workers, func(w, _, _ int) error {
+			if chunked {
+				return nil
+			}
 			sh := &shards[w]
 			sh.hash, sh.n = 0, 0
 			for i := 0; i < batch; i++ {
-				if !sh.set.Next() {
+				if !sh.next() {
 					break
 				}
 				sh.n++
-				series := sh.set.At()
-				lset := series.Labels()
+				lset := sh.labels()
 				if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
 					// Type and unit labels change how upstream groups.
 					return ErrFallback
@@ -128,7 +228,7 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 				}
 				c := &cols[i]
 				c.lset = lset
-				ok, err := sh.evalSeries(ev, l, series, c)
+				ok, err := sh.evalSeries(ev, l, c)
 				if err != nil {
 					return err
 				}
@@ -167,12 +267,15 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		}
 	}
 	for w := range shards {
-		if err := shards[w].set.Err(); err != nil {
+		if shards[w].set == nil && shards[w].cset == nil {
+			continue
+		}
+		if err := shards[w].err(); err != nil {
 			return err
 		}
 	}
 	ev.mu.Lock()
-	ev.annos.Merge(shards[0].set.Warnings())
+	ev.annos.Merge(shards[0].warnings())
 	ev.mu.Unlock()
 	if err := ev.checkContext(); err != nil {
 		return err
@@ -206,27 +309,179 @@ func getBuffers(n int) *buffers {
 
 func putBuffers(b *buffers) { bufferPool.Put(b) }
 
-// evalSeries reads one series once, inside the leaf's window and without
-// stale markers for range functions, and computes its value at every
-// step. It reports whether any step has a value, and returns ErrFallback
-// on what only upstream evaluates: a histogram sample, or a start
-// timestamp where rate, increase or irate would use it.
-func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column) (bool, error) {
+// evalSeries reads the shard's current series once, keeping the samples
+// some step's window holds (without stale markers for range functions),
+// and computes its value at every step. It reports whether any step has a
+// value, and returns ErrFallback on what only upstream evaluates: a
+// histogram sample, or a start timestamp where rate, increase or irate
+// would use it.
+func (sh *shard) evalSeries(ev *evaluator, l *leaf, c *column) (bool, error) {
+	if err := sh.readSamples(ev, l); err != nil {
+		return false, err
+	}
+	return sh.steps(ev, l, c), nil
+}
+
+// evalChunks is evalSeries for the chunks a walker loaded.
+func (sh *shard) evalChunks(ev *evaluator, l *leaf, f *sampleFilter, metas []chunks.Meta, c *column) (bool, error) {
+	if err := sh.decodeChunks(l, f, metas, c.lset); err != nil {
+		return false, err
+	}
+	return sh.steps(ev, l, c), nil
+}
+
+// steps computes the column from buf.
+func (sh *shard) steps(ev *evaluator, l *leaf, c *column) bool {
+	clear(c.has)
+	if len(sh.buf) == 0 {
+		return false
+	}
+	if l.fn == "" {
+		return sh.instantSteps(ev, c)
+	}
+	return sh.rangeSteps(ev, l, c)
+}
+
+func (ev *evaluator) filter(l *leaf) sampleFilter {
+	f := sampleFilter{
+		start: ev.start, end: ev.start + int64(ev.steps-1)*ev.interval, interval: ev.interval,
+		width: l.rng.Milliseconds(), dropStale: l.fn != "",
+	}
+	if l.fn == "" {
+		f.width = ev.opts.LookbackDelta.Milliseconds()
+	}
+	return f
+}
+
+// walkChunks reads the next batch of series from the walker's set: their
+// labels into cols and, into metas, the chunks some window meets (the
+// chunk querier loads a chunk as its iterator reaches it, through a chunk
+// reader only one goroutine may use). It returns how many series it read.
+func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []column, metas [][]chunks.Meta) (int, error) {
+	n := 0
+	for i := range cols {
+		if !sh.cset.Next() {
+			break
+		}
+		n++
+		if i%64 == 0 {
+			if err := ev.checkContext(); err != nil {
+				return 0, err
+			}
+		}
+		series := sh.cset.At()
+		lset := series.Labels()
+		if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
+			// Type and unit labels change how upstream groups.
+			return 0, ErrFallback
+		}
+		sh.hash = sh.hash*31 + lset.Hash()
+		cols[i].lset = lset
+		ms := metas[i][:0]
+		sh.cit = series.Iterator(sh.cit)
+		for sh.cit.Next() {
+			m := sh.cit.At()
+			if !f.overlaps(m.MinTime, m.MaxTime) {
+				continue
+			}
+			if enc := m.Chunk.Encoding(); enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
+				return 0, ErrHistogram
+			}
+			ms = append(ms, m)
+		}
+		if err := sh.cit.Err(); err != nil {
+			return 0, fmt.Errorf("read %s: %w", lset, err)
+		}
+		metas[i] = ms
+	}
+	return n, nil
+}
+
+// decodeChunks fills buf from a series' chunks: XOR chunks whose samples
+// are all visible are decoded by appendXOR, the rest (a head chunk whose
+// last samples isolation hides, other encodings) through their own
+// iterators.
+func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []chunks.Meta, lset labels.Labels) error {
+	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
+	buf := sh.buf[:0]
+	defer func() { sh.buf = buf }()
+	var err error
+	for _, m := range metas {
+		enc := m.Chunk.Encoding()
+		whole := false
+		if _, ok := m.Chunk.(*chunkenc.XORChunk); ok {
+			// A persisted chunk (or one a merge re-encoded): immutable.
+			whole = true
+		} else if enc == chunkenc.EncXOR {
+			// A head chunk: the chunk querier hands out a copy of the
+			// one still appended to, but the head's isolation may hide
+			// its last samples; its iterator says so by being other
+			// than the XOR chunk's own.
+			sh.it = m.Chunk.Iterator(sh.it)
+			whole = reflect.TypeOf(sh.it) == xorIteratorType
+		} else {
+			sh.it = m.Chunk.Iterator(sh.it)
+		}
+		if whole {
+			buf, sh.scratch, err = appendXOR(buf, sh.scratch, m.Chunk.Bytes(), f)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", lset, err)
+			}
+			continue
+		}
+		checkST := usesST && enc != chunkenc.EncXOR
+		next := f.firstStep(m.MinTime)
+		for vt := sh.it.Next(); vt != chunkenc.ValNone; vt = sh.it.Next() {
+			if vt != chunkenc.ValFloat {
+				return ErrHistogram
+			}
+			t, v := sh.it.At()
+			if t > f.end {
+				continue
+			}
+			if t > next || t <= next-f.interval {
+				next = f.firstStep(t)
+			}
+			if t <= next-f.width {
+				continue
+			}
+			if checkST && sh.it.AtST() != 0 {
+				return ErrFallback
+			}
+			if f.dropStale && value.IsStaleNaN(v) {
+				continue
+			}
+			buf = append(buf, fpoint{t, v})
+		}
+		if err := sh.it.Err(); err != nil {
+			return fmt.Errorf("read %s: %w", lset, err)
+		}
+	}
+	return nil
+}
+
+// xorIteratorType is the type of an XOR chunk's own iterator.
+var xorIteratorType = reflect.TypeOf(chunkenc.NewXORChunk().Iterator(nil))
+
+// readSamples fills buf from a sample iterator, for storage that serves
+// no chunks.
+func (sh *shard) readSamples(ev *evaluator, l *leaf) error {
 	mint, maxt := ev.window(l)
 	instant := l.fn == ""
 	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
+	s := sh.set.At()
 	sh.it = s.Iterator(sh.it)
 	buf := sh.buf[:0]
 	for vt := sh.it.Seek(mint); vt != chunkenc.ValNone; vt = sh.it.Next() {
 		if vt != chunkenc.ValFloat {
-			return false, ErrHistogram
+			return ErrHistogram
 		}
 		t, f := sh.it.At()
 		if t < mint || t > maxt {
 			continue
 		}
 		if usesST && sh.it.AtST() != 0 {
-			return false, ErrFallback
+			return ErrFallback
 		}
 		if !instant && value.IsStaleNaN(f) {
 			continue
@@ -235,16 +490,9 @@ func (sh *shard) evalSeries(ev *evaluator, l *leaf, s storage.Series, c *column)
 	}
 	sh.buf = buf
 	if err := sh.it.Err(); err != nil {
-		return false, fmt.Errorf("read %s: %w", s.Labels(), err)
+		return fmt.Errorf("read %s: %w", s.Labels(), err)
 	}
-	clear(c.has)
-	if len(buf) == 0 {
-		return false, nil
-	}
-	if instant {
-		return sh.instantSteps(ev, c), nil
-	}
-	return sh.rangeSteps(ev, l, c), nil
+	return nil
 }
 
 func (wk *worker) instantSteps(ev *evaluator, c *column) bool {
@@ -272,6 +520,8 @@ func (wk *worker) instantSteps(ev *evaluator, c *column) bool {
 func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 	buf, rng := wk.buf, l.rng.Milliseconds()
 	isCounter := l.fn == "rate" || l.fn == "increase"
+	isRate := l.fn == "rate"
+	kind := rangeFuncKinds[l.fn]
 	if isCounter {
 		// Positions where the counter went down, in order: rate adds the
 		// value before each one inside the window, as upstream does.
@@ -300,19 +550,19 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 			v  float64
 			ok = true
 		)
-		switch l.fn {
-		case "rate", "increase", "delta":
+		switch kind {
+		case fnRate:
 			if isCounter {
 				for r < len(wk.resets) && wk.resets[r] <= lo {
 					r++
 				}
-				v, ok = extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, l.fn == "rate")
+				v, ok = wk.rc.extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, isRate)
 			} else {
-				v, ok = extrapolatedRate(w, nil, lo, hi, ts, l, false, false)
+				v, ok = wk.rc.extrapolatedRate(w, nil, lo, hi, ts, l, false, false)
 			}
-		case "irate":
+		case fnIrate:
 			v, ok = irate(w)
-		case "sum_over_time":
+		case fnSum:
 			var sum, cc float64
 			for _, p := range w {
 				sum, cc = kahansum.Inc(p.f, sum, cc)
@@ -322,25 +572,25 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 			} else {
 				v = sum + cc
 			}
-		case "avg_over_time":
+		case fnAvg:
 			v = avgOverTime(w)
-		case "min_over_time":
+		case fnMin:
 			v = w[0].f
 			for _, p := range w {
 				if p.f < v || math.IsNaN(v) {
 					v = p.f
 				}
 			}
-		case "max_over_time":
+		case fnMax:
 			v = w[0].f
 			for _, p := range w {
 				if p.f > v || math.IsNaN(v) {
 					v = p.f
 				}
 			}
-		case "count_over_time":
+		case fnCount:
 			v = float64(len(w))
-		case "last_over_time":
+		case fnLast:
 			v = w[len(w)-1].f
 		default:
 			panic("BUG: fast: unknown range function " + l.fn)
@@ -353,11 +603,44 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 	return any
 }
 
+// Range function kinds, so that the per-step switch compares integers.
+const (
+	fnNone = iota
+	fnRate // rate, increase, delta
+	fnIrate
+	fnSum
+	fnAvg
+	fnMin
+	fnMax
+	fnCount
+	fnLast
+)
+
+var rangeFuncKinds = map[string]int{
+	"rate": fnRate, "increase": fnRate, "delta": fnRate, "irate": fnIrate,
+	"sum_over_time": fnSum, "avg_over_time": fnAvg, "min_over_time": fnMin,
+	"max_over_time": fnMax, "count_over_time": fnCount, "last_over_time": fnLast,
+}
+
+// rateCache keeps the time-only part of the last extrapolation: the
+// durations to the window's ends (after the threshold test), the sampled
+// interval and the factor they give. They depend only on the sample
+// times relative to the window and the sample count, which repeat step
+// after step for regular scrapes; the same inputs give the same floats,
+// so reusing them changes no bit of the result.
+type rateCache struct {
+	valid                         bool
+	toStart, toEnd, sampled       int64 // the key: ms from the window's start, to its end, between first and last
+	n                             int
+	durToStart, durToEnd, sampInt float64
+	factor                        float64 // without the counter's zero clamp
+}
+
 // extrapolatedRate is upstream's rate/increase/delta for float samples
 // without start timestamps, with the same arithmetic in the same order.
 // resets holds the positions (in the series buffer) of counter resets from
 // the window's second sample on; only those below hi count.
-func extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, isCounter, isRate bool) (float64, bool) {
+func (rc *rateCache) extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, isCounter, isRate bool) (float64, bool) {
 	n := len(w) - 1
 	if n == 0 {
 		return 0, false
@@ -373,26 +656,45 @@ func extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, i
 			result += w[pos-lo-1].f
 		}
 	}
-	durationToStart := float64(firstT-rangeStart) / 1000
-	durationToEnd := float64(rangeEnd-lastT) / 1000
-	sampledInterval := float64(lastT-firstT) / 1000
-	averageDurationBetweenSamples := sampledInterval / float64(n)
-	extrapolationThreshold := averageDurationBetweenSamples * 1.1
-	if durationToStart >= extrapolationThreshold {
-		durationToStart = averageDurationBetweenSamples / 2
+	toStart, toEnd, sampled := firstT-rangeStart, rangeEnd-lastT, lastT-firstT
+	if !rc.valid || rc.toStart != toStart || rc.toEnd != toEnd || rc.sampled != sampled || rc.n != n {
+		durationToStart := float64(toStart) / 1000
+		durationToEnd := float64(toEnd) / 1000
+		sampledInterval := float64(sampled) / 1000
+		averageDurationBetweenSamples := sampledInterval / float64(n)
+		extrapolationThreshold := averageDurationBetweenSamples * 1.1
+		if durationToStart >= extrapolationThreshold {
+			durationToStart = averageDurationBetweenSamples / 2
+		}
+		if durationToEnd >= extrapolationThreshold {
+			durationToEnd = averageDurationBetweenSamples / 2
+		}
+		*rc = rateCache{
+			valid: true, toStart: toStart, toEnd: toEnd, sampled: sampled, n: n,
+			durToStart: durationToStart, durToEnd: durationToEnd, sampInt: sampledInterval,
+			factor: extrapolationFactor(sampledInterval, durationToStart, durationToEnd, l, isRate),
+		}
 	}
+	factor := rc.factor
 	if isCounter {
+		// Upstream clamps the start towards where the counter would
+		// have been zero (before the end's threshold test, which does
+		// not depend on it).
+		durationToStart := rc.durToStart
 		durationToZero := durationToStart
 		if result > 0 && w[0].f >= 0 {
-			durationToZero = sampledInterval * (w[0].f / result)
+			durationToZero = rc.sampInt * (w[0].f / result)
 		}
 		if durationToZero < durationToStart {
-			durationToStart = durationToZero
+			factor = extrapolationFactor(rc.sampInt, durationToZero, rc.durToEnd, l, isRate)
 		}
 	}
-	if durationToEnd >= extrapolationThreshold {
-		durationToEnd = averageDurationBetweenSamples / 2
-	}
+	return result * factor, true
+}
+
+// extrapolationFactor is upstream's factor from the sampled interval and
+// the durations to extrapolate at both ends.
+func extrapolationFactor(sampledInterval, durationToStart, durationToEnd float64, l *leaf, isRate bool) float64 {
 	factor := 1.0
 	if sampledInterval != 0 {
 		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
@@ -400,7 +702,7 @@ func extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, i
 	if isRate {
 		factor /= l.rng.Seconds()
 	}
-	return result * factor, true
+	return factor
 }
 
 // irate is upstream's instantValue for two float samples without start

@@ -1,0 +1,102 @@
+package fast_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+
+	"github.com/tailroot/tailroot/query/fast"
+)
+
+// TestAppendsWhileReading reads the head's chunks, the one being appended
+// to included, while another goroutine appends to every series: a query
+// over a range that ends before the new samples must keep upstream's
+// answer, and (under -race) the decoder must not read what the appender
+// writes.
+func TestAppendsWhileReading(t *testing.T) {
+	db, err := tsdb.Open(t.TempDir(), nil, nil, tsdb.DefaultOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const nSeries = 40
+	t0 := diffStart.UnixMilli()
+	var lsets []labels.Labels
+	for i := 0; i < nSeries; i++ {
+		lsets = append(lsets, labels.FromStrings("__name__", "req_total", "instance", fmt.Sprint(i), "job", fmt.Sprint(i%3)))
+	}
+	appendAt := func(ts int64) {
+		app := db.AppenderV2(context.Background())
+		for i, ls := range lsets {
+			if _, err := app.Append(0, ls, 0, ts, float64((ts-t0)/1000*int64(i+1)), nil, nil, storage.AOptions{}); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Error(err)
+		}
+	}
+	// 40 minutes: the last of each series' chunks is still open.
+	for ts := t0; ts <= t0+40*60_000; ts += 15_000 {
+		appendAt(ts)
+	}
+	const qs = `sum by (job) (rate(req_total[2m]))`
+	start, end := diffStart.Add(5*time.Minute), diffStart.Add(39*time.Minute)
+	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	qry, err := ng.NewRangeQuery(context.Background(), db, nil, qs, start, end, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := qry.Exec(context.Background())
+	if want.Err != nil {
+		t.Fatal(want.Err)
+	}
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, ok := fast.Compile(expr)
+	if !ok {
+		t.Fatal("not compiled")
+	}
+	var (
+		wg   sync.WaitGroup
+		stop = make(chan struct{})
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ts := t0 + 41*60_000; ; ts += 15_000 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			appendAt(ts)
+			// Slowly enough that the open chunk the query reads takes
+			// a good part of the queries to fill.
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	opts := fast.DefaultOptions()
+	opts.Workers = 2
+	for i := 0; i < 30; i++ {
+		got, _, err := plan.Range(context.Background(), db, opts, start, end, 15*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffValues(want.Value, got, false); d != "" {
+			t.Fatalf("query %d while appending: %s", i, d)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
