@@ -4,6 +4,7 @@ import (
 	"flag"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 
 	"github.com/gorilla/mux"
 )
@@ -24,11 +25,24 @@ func (f pprofFlags) register(r *mux.Router) {
 	if !f.on {
 		return
 	}
-	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline).Methods(http.MethodGet)
-	r.HandleFunc("/debug/pprof/profile", pprof.Profile).Methods(http.MethodGet)
-	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol).Methods(http.MethodGet, http.MethodPost)
-	r.HandleFunc("/debug/pprof/trace", pprof.Trace).Methods(http.MethodGet)
-	// Index serves the named profiles (heap, allocs, goroutine, block,
-	// mutex, threadcreate) under /debug/pprof/<name>.
-	r.PathPrefix("/debug/pprof/").HandlerFunc(pprof.Index).Methods(http.MethodGet)
+	// One route for the whole tree (the route table lists it once):
+	// cmdline, profile, symbol and trace have their own handlers, every
+	// other name is a runtime profile (heap, allocs, goroutine, block,
+	// mutex, threadcreate) or, empty, the index.
+	r.PathPrefix("/debug/pprof/").HandlerFunc(servePprof).Methods(http.MethodGet, http.MethodPost)
+}
+
+func servePprof(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	default:
+		pprof.Index(w, r)
+	}
 }
