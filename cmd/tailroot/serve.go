@@ -79,6 +79,7 @@ type serveConfig struct {
 	parquet                              parquetConfig
 	resultsCache                         resultsCacheFlags
 	tenancy                              tenancyConfig
+	pprof                                pprofFlags
 }
 
 func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
@@ -139,6 +140,7 @@ func parseServeFlags(args []string) (*serveConfig, *flag.FlagSet, error) {
 	addRecordsCheckpointFlag(fs, c)
 	c.parquet.registerFlags(fs)
 	addEngineFlags(fs, c)
+	addPprofFlags(fs, c)
 	c.resultsCache.register(fs)
 	addTenancyFlags(fs, c)
 	// Last: every duration flag registered above takes Prometheus' syntax.
@@ -338,6 +340,7 @@ func serve(args []string) error {
 		r.Handle("/api/v1/otlp/v1/traces", traces).Methods(http.MethodPost)
 		r.Handle("/api/v1/otlp/v1/metrics", otlpMetrics).Methods(http.MethodPost)
 		r.Handle("/v1/metrics", otlpMetrics).Methods(http.MethodPost)
+		c.pprof.register(r)
 	}
 	sdMetrics, err := discovery.CreateAndRegisterSDMetrics(reg)
 	if err != nil {
