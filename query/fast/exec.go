@@ -251,6 +251,40 @@ func (c *collector) batch(cols []*column) error {
 	return nil
 }
 
+// pieces runs f over [0,n) in contiguous pieces of grain that at most
+// workers goroutines take in turn, each calling f with its own w, and
+// returns the first error (by worker). A worker that a busy machine
+// slows takes fewer pieces, so the others are not held up waiting for its
+// fixed share, as they are with parallel. f's results must not depend on
+// which worker ran a piece.
+func pieces(workers, n, grain int, f func(w, lo, hi int) error) error {
+	if n == 0 {
+		return nil
+	}
+	grain = max(grain, 1)
+	workers = min(workers, (n+grain-1)/grain)
+	if workers <= 1 {
+		return f(0, 0, n)
+	}
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+	)
+	return parallel(workers, workers, func(w, _, _ int) error {
+		for !failed.Load() {
+			lo := int(next.Add(int64(grain))) - grain
+			if lo >= n {
+				return nil
+			}
+			if err := f(w, lo, min(n, lo+grain)); err != nil {
+				failed.Store(true)
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // parallel runs f over [0,n) split into at most workers contiguous parts
 // and returns the first error.
 func parallel(workers, n int, f func(w, lo, hi int) error) error {

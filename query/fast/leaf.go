@@ -105,11 +105,8 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		Start: mint, End: maxt, Step: step, Range: l.rng.Milliseconds(),
 		Func: l.hintFunc, By: l.hintBy, Grouping: l.hintGrp,
 	}
-	// Every worker selects the same series and walks all of them in the
-	// same order, evaluating every W-th; a hash of the labels each walked
-	// proves, batch by batch, that all saw the same series in the same
-	// order (a series created in between would break it: the query is
-	// then handed back).
+	// One shard per worker: its decoding buffers and, for storage that
+	// serves no chunks, its own querier (sampleBatches).
 	shards := make([]shard, ev.opts.Workers)
 	defer func() {
 		for i := range shards {
@@ -117,17 +114,20 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		}
 	}()
 	cq, chunked := ev.q.(storage.ChunkQueryable)
+	// walker, where the storage serves chunks, walks the index and loads
+	// the chunks; the workers decode them.
+	var walker *shard
 	if chunked {
-		// One walker loads the chunks, the workers decode them.
 		q, err := cq.ChunkQuerier(mint, maxt)
 		if err != nil {
 			return err
 		}
-		shards[0].cquerier = q
+		walker = &shard{cquerier: q}
+		defer walker.close()
 		// The decoder drops what lies outside the windows itself;
 		// trimming would re-encode every chunk across mint or maxt.
 		hints.DisableTrimming = true
-		shards[0].cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
+		walker.cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
 	}
 	err := parallel(len(shards), len(shards), func(w, _, _ int) error {
 		if chunked {
@@ -148,6 +148,159 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		return err
 	}
 
+	var (
+		out       []*column
+		anyOutput bool
+		total     int
+	)
+	// emit hands the first n columns of a batch to the sink.
+	emit := func(cols []column, nonEmpty []bool, n int) error {
+		total += n
+		// Upstream holds every point of a range function's result at
+		// once; a query that could come near its limit is left to
+		// upstream to refuse.
+		if total*ev.steps > ev.opts.MaxSamples/2 {
+			return ErrFallback
+		}
+		out = out[:0]
+		for i := 0; i < n; i++ {
+			if nonEmpty[i] {
+				out = append(out, &cols[i])
+			}
+		}
+		anyOutput = anyOutput || len(out) > 0
+		return s.batch(out)
+	}
+	if chunked {
+		err = ev.pipeChunks(l, walker, shards, emit)
+	} else {
+		err = ev.sampleBatches(l, shards, emit)
+	}
+	if err != nil {
+		return err
+	}
+	for w := range shards {
+		if shards[w].set == nil {
+			continue
+		}
+		if err := shards[w].err(); err != nil {
+			return err
+		}
+	}
+	warnings := &shards[0]
+	if walker != nil {
+		if err := walker.err(); err != nil {
+			return err
+		}
+		warnings = walker
+	}
+	ev.mu.Lock()
+	ev.annos.Merge(warnings.warnings())
+	ev.mu.Unlock()
+	if err := ev.checkContext(); err != nil {
+		return err
+	}
+	if anyOutput && (l.fn == "rate" || l.fn == "increase") {
+		name := metricName(l.vs)
+		if !strings.HasSuffix(name, "_total") && !strings.HasSuffix(name, "_sum") &&
+			!strings.HasSuffix(name, "_count") && !strings.HasSuffix(name, "_bucket") {
+			ev.addAnno(annotations.NewPossibleNonCounterInfo(name, l.argPos))
+		}
+	}
+	return nil
+}
+
+// pipeChunks evaluates the walker's series in batches of half
+// BatchSeries: while the workers decode one and the sink takes it, the
+// walker loads the next, so walking the index and loading chunks (one
+// goroutine: a chunk reader is not safe for concurrent use) overlaps the
+// decoding instead of leaving the cores idle. Two halves hold as many
+// columns as one batch.
+func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit func([]column, []bool, int) error) error {
+	half := max(1, ev.opts.BatchSeries/2)
+	bufs := getBuffers(2 * half * ev.steps)
+	defer putBuffers(bufs)
+	f := ev.filter(l)
+	type part struct {
+		cols     []column
+		metas    [][]chunks.Meta // the chunks to decode, per column
+		nonEmpty []bool
+		n        int
+		err      error
+	}
+	var parts [2]part
+	for k := range parts {
+		p := &parts[k]
+		p.cols = make([]column, half)
+		for i := range p.cols {
+			off := (k*half + i) * ev.steps
+			p.cols[i].v = bufs.vals[off : off+ev.steps]
+			p.cols[i].has = bufs.has[off : off+ev.steps]
+			p.cols[i].dropName = l.dropName
+		}
+		p.metas = make([][]chunks.Meta, half)
+		p.nonEmpty = make([]bool, half)
+	}
+	walk := func(p *part) {
+		defer func() {
+			if r := recover(); r != nil {
+				p.err = fmt.Errorf("fast: %v", r)
+			}
+		}()
+		p.n, p.err = ev.walkChunks(l, walker, &f, p.cols, p.metas)
+	}
+	cur, nxt := &parts[0], &parts[1]
+	walk(cur)
+	for {
+		if cur.err != nil {
+			return cur.err
+		}
+		more := cur.n == half
+		var wg sync.WaitGroup
+		if more {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				walk(nxt)
+			}()
+		}
+		// Pieces of 32 series, taken in turn: each column's result is
+		// its own, so who decodes it does not matter.
+		err := pieces(len(shards), cur.n, 32, func(w, lo, hi int) error {
+			sh := &shards[w]
+			for i := lo; i < hi; i++ {
+				if (i-lo)%64 == 0 {
+					if err := ev.checkContext(); err != nil {
+						return err
+					}
+				}
+				ok, err := sh.evalChunks(ev, l, &f, cur.metas[i], &cur.cols[i])
+				if err != nil {
+					return err
+				}
+				cur.nonEmpty[i] = ok
+			}
+			return nil
+		})
+		if err == nil {
+			err = emit(cur.cols, cur.nonEmpty, cur.n)
+		}
+		// The walker must be done before its querier closes.
+		wg.Wait()
+		if err != nil || !more {
+			return err
+		}
+		cur, nxt = nxt, cur
+	}
+}
+
+// sampleBatches evaluates the series of storage that serves no chunks:
+// every worker selects the same series and walks all of them in the same
+// order, evaluating every W-th; a hash of the labels each walked proves,
+// batch by batch, that all saw the same series in the same order (a
+// series created in between would break it: the query is then handed
+// back).
+func (ev *evaluator) sampleBatches(l *leaf, shards []shard, emit func([]column, []bool, int) error) error {
 	batch := ev.opts.BatchSeries
 	bufs := getBuffers(batch * ev.steps)
 	defer putBuffers(bufs)
@@ -157,54 +310,10 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		cols[i].has = bufs.has[i*ev.steps : (i+1)*ev.steps]
 		cols[i].dropName = l.dropName
 	}
-	var (
-		nonEmpty  = make([]bool, batch)
-		out       = make([]*column, 0, batch)
-		anyOutput bool
-		total     int
-		workers   = len(shards)
-	)
-	var (
-		metas [][]chunks.Meta // the chunks to decode, per column of the batch
-		f     = ev.filter(l)
-	)
-	if chunked {
-		metas = make([][]chunks.Meta, batch)
-	}
+	nonEmpty := make([]bool, batch)
+	workers := len(shards)
 	for {
-		if chunked {
-			n, err := ev.walkChunks(l, &shards[0], &f, cols, metas)
-			if err != nil {
-				return err
-			}
-			err = parallel(workers, n, func(w, lo, hi int) error {
-				sh := &shards[w]
-				for i := lo; i < hi; i++ {
-					if (i-lo)%64 == 0 {
-						if err := ev.checkContext(); err != nil {
-							return err
-						}
-					}
-					ok, err := sh.evalChunks(ev, l, &f, metas[i], &cols[i])
-					if err != nil {
-						return err
-					}
-					nonEmpty[i] = ok
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			shards[0].n = n
-			for w := 1; w < workers; w++ {
-				shards[w].n, shards[w].hash = n, shards[0].hash
-			}
-		}
 		err := parallel(workers, workers, func(w, _, _ int) error {
-			if chunked {
-				return nil
-			}
 			sh := &shards[w]
 			sh.hash, sh.n = 0, 0
 			for i := 0; i < batch; i++ {
@@ -245,49 +354,13 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 				return ErrFallback
 			}
 		}
-		total += n
-		// Upstream holds every point of a range function's result at
-		// once; a query that could come near its limit is left to
-		// upstream to refuse.
-		if total*ev.steps > ev.opts.MaxSamples/2 {
-			return ErrFallback
-		}
-		out = out[:0]
-		for i := 0; i < n; i++ {
-			if nonEmpty[i] {
-				out = append(out, &cols[i])
-			}
-		}
-		anyOutput = anyOutput || len(out) > 0
-		if err := s.batch(out); err != nil {
+		if err := emit(cols, nonEmpty, n); err != nil {
 			return err
 		}
 		if n < batch {
-			break
+			return nil
 		}
 	}
-	for w := range shards {
-		if shards[w].set == nil && shards[w].cset == nil {
-			continue
-		}
-		if err := shards[w].err(); err != nil {
-			return err
-		}
-	}
-	ev.mu.Lock()
-	ev.annos.Merge(shards[0].warnings())
-	ev.mu.Unlock()
-	if err := ev.checkContext(); err != nil {
-		return err
-	}
-	if anyOutput && (l.fn == "rate" || l.fn == "increase") {
-		name := metricName(l.vs)
-		if !strings.HasSuffix(name, "_total") && !strings.HasSuffix(name, "_sum") &&
-			!strings.HasSuffix(name, "_count") && !strings.HasSuffix(name, "_bucket") {
-			ev.addAnno(annotations.NewPossibleNonCounterInfo(name, l.argPos))
-		}
-	}
-	return nil
 }
 
 // buffers are a leaf's step columns, pooled across queries.
