@@ -33,9 +33,10 @@
 //     stays the reference (a differential test over generated queries
 //     checks the two against each other).
 //   - Series are sharded over Workers goroutines. Over chunks, one walker
-//     selects, walks the index once and loads each batch's chunks (a
-//     querier's chunk reader is not goroutine-safe), and the workers decode
-//     and evaluate contiguous parts of the batch. Over sample iterators,
+//     selects, walks the index once and loads the chunks of half a batch
+//     (a querier's chunk reader is not goroutine-safe) while the workers
+//     decode and evaluate the previous half, taking pieces of 32 series in
+//     turn (a worker slowed by a busy core takes fewer). Over sample iterators,
 //     each worker reads through its own querier, walking the same
 //     selection in the same order, which a hash of the labels checks batch
 //     by batch.
