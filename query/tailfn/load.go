@@ -264,17 +264,7 @@ func (p Population) TTFTPopulation() (Population, int, error) {
 	if err != nil {
 		return Population{}, 0, err
 	}
-	out := Population{Requests: reqs, Clamped: p.Clamped, ClampedMax: p.ClampedMax, TTFT: make([]float64, len(kept))}
-	for i, r := range kept {
-		out.TTFT[i] = p.TTFT[r]
-	}
-	if p.Time != nil {
-		out.Time = make([]int64, len(kept))
-		for i, r := range kept {
-			out.Time[i] = p.Time[r]
-		}
-	}
-	return out, skipped, nil
+	return p.kept(reqs, kept), skipped, nil
 }
 
 // WithTTFT is p without the records that have no TTFT (0): the requests
@@ -297,6 +287,13 @@ func (p Population) WithTTFT() (Population, error) {
 	if err != nil {
 		return Population{}, fmt.Errorf("records with a TTFT: %w", err)
 	}
+	return p.kept(reqs, kept), nil
+}
+
+// kept is the population of the records at the indices kept, with reqs
+// their requests: TTFT and Time follow, the clamp counts stay the
+// window's.
+func (p Population) kept(reqs attribution.Requests, kept []int) Population {
 	out := Population{Requests: reqs, Clamped: p.Clamped, ClampedMax: p.ClampedMax, TTFT: make([]float64, len(kept))}
 	for i, r := range kept {
 		out.TTFT[i] = p.TTFT[r]
@@ -307,7 +304,7 @@ func (p Population) WithTTFT() (Population, error) {
 			out.Time[i] = p.Time[r]
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ttftRequests is TTFTRequests with the indices of the records kept.
