@@ -186,11 +186,48 @@ func Compact(t testing.TB, bucket *Bucket, timeout time.Duration, extra ...strin
 }
 
 // launch starts a long-running component and waits until it is ready.
+//
+// A component that exits before it is ready is started again, twice at
+// most, on fresh addresses: the addresses FreeAddr picked were free when
+// it looked, but the packages' tests run in parallel and another process
+// can take one before the component binds it.
 func launch(t testing.TB, p *Process, name string, args []string) *Process {
 	t.Helper()
 	p.Name, p.args = name, args
-	start(t, p).WaitReady(t, 90*time.Second)
-	return p
+	start(t, p)
+	for attempt := 1; ; attempt++ {
+		err := p.waitReady(90 * time.Second)
+		if err == nil {
+			return p
+		}
+		if attempt == 3 || p.cmd != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v\nstarting it again on fresh addresses (attempt %d of 3)", err, attempt+1)
+		p.freshAddrs(t)
+		p.run(t, Binary(t))
+	}
+}
+
+// freshAddrs moves the process to new HTTP and gRPC addresses, in its
+// flags too.
+func (p *Process) freshAddrs(t testing.TB) {
+	t.Helper()
+	old := []string{p.HTTP, p.GRPC}
+	p.HTTP = FreeAddr(t)
+	if p.GRPC != "" {
+		p.GRPC = FreeAddr(t)
+	}
+	repl := []string{p.HTTP, p.GRPC}
+	for i, a := range p.args {
+		for k, o := range old {
+			// Flags of the form --x-address=host:port name them.
+			if o != "" && strings.HasSuffix(a, "="+o) {
+				a = strings.TrimSuffix(a, o) + repl[k]
+			}
+		}
+		p.args[i] = a
+	}
 }
 
 // Restart starts a stopped process again with the same flags and waits

@@ -188,24 +188,37 @@ func (p *Process) Stop(t testing.TB) {
 // WaitReady polls the component's /-/ready until it answers 200.
 func (p *Process) WaitReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
+	if err := p.waitReady(timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyClient polls /-/ready.
+var readyClient = &http.Client{Timeout: 2 * time.Second}
+
+// waitReady is WaitReady's poll: an error when the process exits first
+// (p.cmd is then nil) or is not ready within timeout.
+func (p *Process) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-p.done:
 			p.cmd = nil
-			t.Fatalf("%s exited before ready: %v\n%s", p.Name, err, tail(p.logs.String(), 8000))
+			return fmt.Errorf("%s exited before ready: %v\n%s", p.Name, err, tail(p.logs.String(), 8000))
 		default:
 		}
-		resp, err := http.Get("http://" + p.HTTP + "/-/ready")
+		// A bounded poll: what holds the address may not be the
+		// component and may never answer.
+		resp, err := readyClient.Get("http://" + p.HTTP + "/-/ready")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s not ready after %v:\n%s", p.Name, timeout, tail(p.logs.String(), 8000))
+	return fmt.Errorf("%s not ready after %v:\n%s", p.Name, timeout, tail(p.logs.String(), 8000))
 }
 
 // Wait waits for a process that ends by itself (compact without --wait)
