@@ -29,9 +29,9 @@ type Options struct {
 	// as it would alone. Zero means 50 million.
 	MaxSamples int
 	// Workers is how many goroutines shard the series of one query. Zero
-	// or negative means GOMAXPROCS, at most 4: every worker walks the whole
-	// selection (each reads through its own querier), so more workers
-	// cost index work on every one of them.
+	// or negative means GOMAXPROCS, at most 4: over storage without chunks
+	// every worker walks the whole selection (each reads through its own
+	// querier), so more workers cost index work on every one of them.
 	Workers int
 	// BatchSeries is how many series are evaluated before their step
 	// values are folded into the aggregation; it bounds memory to
@@ -146,8 +146,9 @@ func (p *Plan) Range(ctx context.Context, q storage.Queryable, opts Options, sta
 func (p *Plan) Instant(ctx context.Context, q storage.Queryable, opts Options, ts time.Time) (promql.Vector, annotations.Annotations, error) {
 	t := ts.UnixMilli()
 	opts = opts.withDefaults()
-	// One step leaves little to share: a second worker would only walk the
-	// selection a second time (each worker selects every series).
+	// One step leaves little to share: each series is a few samples, and
+	// over storage without chunks a second worker would walk the whole
+	// selection a second time.
 	opts.Workers = 1
 	if !saneTimes(t, t, 1) {
 		return nil, nil, ErrFallback

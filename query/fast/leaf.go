@@ -54,22 +54,8 @@ type shard struct {
 	cit      chunks.Iterator
 	scratch  []byte // a padded copy of the chunk being decoded
 	worker
-	hash uint64 // of the labels of the batch it walked
-	n    int    // series it walked in the batch
-}
-
-func (sh *shard) next() bool {
-	if sh.cset != nil {
-		return sh.cset.Next()
-	}
-	return sh.set.Next()
-}
-
-func (sh *shard) labels() labels.Labels {
-	if sh.cset != nil {
-		return sh.cset.At().Labels()
-	}
-	return sh.set.At().Labels()
+	hash uint64 // of the labels of the batch it walked (sampleBatches)
+	n    int    // series it walked in the batch (sampleBatches)
 }
 
 func (sh *shard) err() error {
@@ -231,13 +217,7 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 	var parts [2]part
 	for k := range parts {
 		p := &parts[k]
-		p.cols = make([]column, half)
-		for i := range p.cols {
-			off := (k*half + i) * ev.steps
-			p.cols[i].v = bufs.vals[off : off+ev.steps]
-			p.cols[i].has = bufs.has[off : off+ev.steps]
-			p.cols[i].dropName = l.dropName
-		}
+		p.cols = ev.columns(l, bufs, k*half, half)
 		p.metas = make([][]chunks.Meta, half)
 		p.nonEmpty = make([]bool, half)
 	}
@@ -304,12 +284,7 @@ func (ev *evaluator) sampleBatches(l *leaf, shards []shard, emit func([]column, 
 	batch := ev.opts.BatchSeries
 	bufs := getBuffers(batch * ev.steps)
 	defer putBuffers(bufs)
-	cols := make([]column, batch)
-	for i := range cols {
-		cols[i].v = bufs.vals[i*ev.steps : (i+1)*ev.steps]
-		cols[i].has = bufs.has[i*ev.steps : (i+1)*ev.steps]
-		cols[i].dropName = l.dropName
-	}
+	cols := ev.columns(l, bufs, 0, batch)
 	nonEmpty := make([]bool, batch)
 	workers := len(shards)
 	for {
@@ -317,11 +292,11 @@ func (ev *evaluator) sampleBatches(l *leaf, shards []shard, emit func([]column, 
 			sh := &shards[w]
 			sh.hash, sh.n = 0, 0
 			for i := 0; i < batch; i++ {
-				if !sh.next() {
+				if !sh.set.Next() {
 					break
 				}
 				sh.n++
-				lset := sh.labels()
+				lset := sh.set.At().Labels()
 				if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
 					// Type and unit labels change how upstream groups.
 					return ErrFallback
@@ -361,6 +336,19 @@ func (ev *evaluator) sampleBatches(l *leaf, shards []shard, emit func([]column, 
 			return nil
 		}
 	}
+}
+
+// columns returns n columns of the leaf's step values, the from-th to
+// the (from+n−1)-th of bufs.
+func (ev *evaluator) columns(l *leaf, bufs *buffers, from, n int) []column {
+	cols := make([]column, n)
+	for i := range cols {
+		off := (from + i) * ev.steps
+		cols[i].v = bufs.vals[off : off+ev.steps]
+		cols[i].has = bufs.has[off : off+ev.steps]
+		cols[i].dropName = l.dropName
+	}
+	return cols
 }
 
 // buffers are a leaf's step columns, pooled across queries.
@@ -448,7 +436,6 @@ func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []colu
 			// Type and unit labels change how upstream groups.
 			return 0, ErrFallback
 		}
-		sh.hash = sh.hash*31 + lset.Hash()
 		cols[i].lset = lset
 		ms := metas[i][:0]
 		sh.cit = series.Iterator(sh.cit)
