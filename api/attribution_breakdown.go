@@ -307,10 +307,13 @@ func (a *Attribution) abData(r *http.Request) (*abData, []string, error) {
 		if err != nil {
 			return nil, err
 		}
-		x, _ := pop.Field(metric)
 		if metric == "ttft" {
-			x = slices.DeleteFunc(slices.Clone(x), func(v float64) bool { return !(v > 0) })
+			// The requests that have one, as over the peers.
+			if pop, err = pop.WithTTFT(); err != nil {
+				return nil, err
+			}
 		}
+		x, _ := pop.Field(metric)
 		return x, nil
 	}
 	xa, err := values(wa)

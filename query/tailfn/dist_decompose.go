@@ -24,8 +24,8 @@ import (
 // the records (up to the order of addition). What needs whole records
 // stays local and says so in a warning: req.Visit, which sees this
 // server's records only. Metric ttft decomposes every node's records'
-// time to first token, as Decompose does one server's. Method auto falls back to the series when no node holds a
-// request. A peer that does not answer fails the call (an error naming
+// time to first token, as Decompose does one server's. Method auto falls
+// back to the series when no node holds a request. A peer that does not answer fails the call (an error naming
 // it, wrapping *PeerError) unless ctx accepts partial responses
 // (WithPartialResponse), when the answer covers the other nodes and says
 // so in d.Nodes and a warning.
@@ -158,10 +158,11 @@ type QuantileDiff struct {
 }
 
 // QuantileDiff is attribution.QuantileDiffCI(b, a, …) of field over the
-// cluster's nodes, as quantile_diff_ci computes it (field ttft over the
-// records that have one, as the A/B endpoint compares them) (the bootstrap and
+// cluster's nodes, as quantile_diff_ci computes it (the bootstrap and
 // Maritz–Jarrett from their rank spans up to ClusterOptions.MaxCIValues
-// values, else by the order statistic with a warning saying so). Errors:
+// values, else by the order statistic with a warning saying so). Field
+// ttft is over the records that have one (Population.WithTTFT), as the
+// A/B endpoint compares them. Errors:
 // ErrNoRequests when a window holds no request on any node; attribution.ErrInvalidMethod
 // for a method refused at this p and n; ErrUnanswerable when the data
 // cannot answer; a peer that does not answer as for Decompose.
