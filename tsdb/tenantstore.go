@@ -46,6 +46,39 @@ func (tq tenantQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	return tenantQuerier{q}, nil
 }
 
+// ChunkQueryable confines the chunks of q where q serves them, directly
+// or (the global view) while it says so: the fast PromQL path reads chunks
+// through it (fast.ChunkSource) with the tenant matcher added as for
+// samples.
+func (tq tenantQueryable) ChunkQueryable() (storage.ChunkQueryable, bool) {
+	var c storage.ChunkQueryable
+	switch q := tq.q.(type) {
+	case interface {
+		ChunkQueryable() (storage.ChunkQueryable, bool)
+	}:
+		cq, ok := q.ChunkQueryable()
+		if !ok {
+			return nil, false
+		}
+		c = cq
+	case storage.ChunkQueryable:
+		c = q
+	default:
+		return nil, false
+	}
+	return tenantChunkQueryable{c}, true
+}
+
+type tenantChunkQueryable struct{ c storage.ChunkQueryable }
+
+func (tq tenantChunkQueryable) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	q, err := tq.c.ChunkQuerier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return tenantChunkQuerier{q}, nil
+}
+
 // TenantSampleAndChunkQueryable is TenantQueryable for queriers and chunk
 // queriers (the Prometheus API's remote read streams chunks).
 func TenantSampleAndChunkQueryable(q storage.SampleAndChunkQueryable) storage.SampleAndChunkQueryable {
@@ -58,11 +91,7 @@ type tenantSampleAndChunk struct {
 }
 
 func (tq tenantSampleAndChunk) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
-	q, err := tq.c.ChunkQuerier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	return tenantChunkQuerier{q}, nil
+	return tenantChunkQueryable{tq.c}.ChunkQuerier(mint, maxt)
 }
 
 // tenantLabels implements the label half of a confined querier.

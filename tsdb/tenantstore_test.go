@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tailroot/tailroot/internal/tenant"
@@ -313,4 +314,77 @@ func TestTenantAppendableLimits(t *testing.T) {
 	if err := appendAs(t, app, b, 1000, 1, s("1"), s("2"), s("3")); err != nil {
 		t.Errorf("B: %v", err)
 	}
+}
+
+// TestTenantQueryableServesConfinedChunks: the tenant view of a queryable
+// hands the fast PromQL path chunks confined as its samples are, and says
+// "no chunks" over a storage that serves none.
+func TestTenantQueryableServesConfinedChunks(t *testing.T) {
+	db := openTenantDB(t)
+	res := tenant.NewResolver(tenant.DefaultOptions())
+	a, b := tenantCtx(res, "A"), tenantCtx(res, "B")
+	for i, ctx := range []context.Context{a, b} {
+		app := TenantAppendable(db).AppenderV2(ctx)
+		if _, err := app.Append(0, labels.FromStrings("__name__", "c", "job", "j"), 0, 1000, float64(10+i), nil, nil, storage.AOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type chunkSource interface {
+		ChunkQueryable() (storage.ChunkQueryable, bool)
+	}
+	src, ok := TenantQueryable(db).(chunkSource)
+	if !ok {
+		t.Fatal("the tenant view has no ChunkQueryable")
+	}
+	c, ok := src.ChunkQueryable()
+	if !ok {
+		t.Fatal("the tenant view of the TSDB serves no chunks")
+	}
+	cq, err := c.ChunkQuerier(0, 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	set := cq.Select(b, true, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "c"))
+	var got []float64
+	for set.Next() {
+		if s := set.At().Labels().String(); s != `{__name__="c", job="j"}` {
+			t.Errorf("B's chunk series %s", s)
+		}
+		it := set.At().Iterator(nil)
+		for it.Next() {
+			it2 := it.At().Chunk.Iterator(nil)
+			for it2.Next() != chunkenc.ValNone {
+				_, v := it2.At()
+				got = append(got, v)
+			}
+		}
+	}
+	if set.Err() != nil || !slices.Equal(got, []float64{11}) {
+		t.Errorf("B's chunk samples %v (%v), want [11]", got, set.Err())
+	}
+	if _, err := func() (int, error) {
+		q, _ := c.ChunkQuerier(0, 2000)
+		defer q.Close()
+		s := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "c"))
+		for s.Next() {
+		}
+		return 0, s.Err()
+	}(); !errors.Is(err, ErrNoTenant) {
+		t.Errorf("chunks without a tenant: %v, want ErrNoTenant", err)
+	}
+
+	if _, ok := TenantQueryable(sampleOnly{db}).(chunkSource).ChunkQueryable(); ok {
+		t.Error("the tenant view of a sample-only storage claims chunks")
+	}
+}
+
+// sampleOnly hides a storage's chunks.
+type sampleOnly struct{ q storage.Queryable }
+
+func (s sampleOnly) Querier(mint, maxt int64) (storage.Querier, error) {
+	return s.q.Querier(mint, maxt)
 }

@@ -41,7 +41,8 @@
 //     selection in the same order, which a hash of the labels checks batch
 //     by batch.
 //   - Reading: where the storage serves chunks (storage.ChunkQueryable, as
-//     the TSDB does), a chunk no step's window meets is not decoded, XOR
+//     the TSDB does, or a ChunkSource that says so for this evaluation, as
+//     the server's global view does while no remote store is in force), a chunk no step's window meets is not decoded, XOR
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this
 //     package's own loop (xor.go, checked against the chunk iterator by

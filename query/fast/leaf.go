@@ -43,7 +43,7 @@ func (ev *evaluator) window(l *leaf) (mint, maxt int64) {
 // chunk reader is not safe for concurrent use — the head keeps a
 // per-reader cache of a series' chunks for range queries), its own series
 // set over the same selection, and its buffers. Where the storage serves
-// chunks (storage.ChunkQueryable, as the TSDB does) the shard reads them
+// chunks (storage.ChunkQueryable, as the TSDB does, or a ChunkSource) the shard reads them
 // and decodes them itself (cset); otherwise it iterates samples (set).
 type shard struct {
 	querier  storage.Querier
@@ -99,7 +99,7 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 			shards[i].close()
 		}
 	}()
-	cq, chunked := ev.q.(storage.ChunkQueryable)
+	cq, chunked := chunkQueryable(ev.q)
 	// walker, where the storage serves chunks, walks the index and loads
 	// the chunks; the workers decode them.
 	var walker *shard

@@ -112,6 +112,19 @@ func New(local storage.Queryable, opts Options) *Queryable {
 	return &Queryable{local: local, opts: opts, metrics: newStoreMetrics(opts.Registerer)}
 }
 
+// ChunkQueryable returns the local storage for reading chunks while no
+// remote store is in force (the view is then the local TSDB as it is, see
+// Querier), and false otherwise: the stores answer in samples, merged. The
+// fast PromQL path asks it (fast.ChunkSource) so that a single node's
+// queries decode chunks themselves, as they do on the TSDB directly.
+func (g *Queryable) ChunkQueryable() (storage.ChunkQueryable, bool) {
+	if g.local == nil || (g.opts.Stores != nil && len(g.opts.Stores()) > 0) {
+		return nil, false
+	}
+	c, ok := g.local.(storage.ChunkQueryable)
+	return c, ok
+}
+
 // Querier implements storage.Queryable.
 func (g *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	var stores []Store

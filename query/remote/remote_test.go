@@ -502,3 +502,34 @@ func TestPenaltyDedupResetHint(t *testing.T) {
 		t.Errorf("hints %v", hints)
 	}
 }
+
+// TestChunksOnlyWithoutStores: the global view serves the local TSDB's
+// chunks (to the fast PromQL path) while no store is in force, and none
+// once one is: the stores' samples must be merged.
+func TestChunksOnlyWithoutStores(t *testing.T) {
+	local := promqltest.LoadedStorage(t, "load 1m\n\tx{instance=\"i\"} 1 2\n")
+	var stores []Store
+	opts := DefaultOptions()
+	opts.Stores = func() []Store { return stores }
+	g := New(local, opts)
+	c, ok := g.ChunkQueryable()
+	if !ok || c != storage.ChunkQueryable(local) {
+		t.Fatalf("without stores: %v %v, want the local TSDB", c, ok)
+	}
+	stores = []Store{failingStore{errors.New("down")}}
+	if _, ok := g.ChunkQueryable(); ok {
+		t.Error("with a store in force the view claims the local chunks")
+	}
+	if _, ok := New(nil, DefaultOptions()).ChunkQueryable(); ok {
+		t.Error("a view without local storage claims chunks")
+	}
+	if _, ok := New(sampleOnly{local}, DefaultOptions()).ChunkQueryable(); ok {
+		t.Error("a view over a sample-only storage claims chunks")
+	}
+}
+
+type sampleOnly struct{ q storage.Queryable }
+
+func (s sampleOnly) Querier(mint, maxt int64) (storage.Querier, error) {
+	return s.q.Querier(mint, maxt)
+}
