@@ -83,26 +83,18 @@ func unmarshalItemMeta(src []byte, it *Item) error {
 	return nil
 }
 
-// maxAppendBytes caps the encoded rows of one record-store append, well
-// under its MaxSegmentBytes (at least 1 MiB of it; 64 MiB by default).
-// A group of submissions is one append, and one fsync, unless it is
-// larger than that.
-func maxAppendBytes(maxSegment int64) int {
+// appendLimits returns how large one record-store append may be, from
+// the store's MaxSegmentBytes (64 MiB by default). soft (a quarter of a
+// segment, at least 256 KiB) caps a group of submissions: it is one
+// append, and one fsync, unless larger than that. hard (half a segment,
+// at least 512 KiB) is how large one append may grow to keep a submission
+// whole, since an append must fit in one segment with its framing and
+// meta; only a submission larger than that is cut into several appends.
+func appendLimits(maxSegment int64) (soft, hard int) {
 	if maxSegment <= 0 {
 		maxSegment = records.DefaultOptions().MaxSegmentBytes
 	}
-	return int(max(maxSegment/4, 256<<10))
-}
-
-// maxSubmissionAppendBytes is how large one append may grow to keep a
-// submission whole: half of MaxSegmentBytes (an append must fit in one
-// segment, with its framing and meta). Only a submission larger than that
-// is cut into several appends.
-func maxSubmissionAppendBytes(maxSegment int64) int {
-	if maxSegment <= 0 {
-		maxSegment = records.DefaultOptions().MaxSegmentBytes
-	}
-	return int(max(maxSegment/2, 512<<10))
+	return int(max(maxSegment/4, 256<<10)), int(max(maxSegment/2, 512<<10))
 }
 
 // storeBatch is one record-store append: the records and their item meta.

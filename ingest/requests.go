@@ -645,7 +645,8 @@ func (p *Records) commit(group []*submission) {
 	if len(items) == 0 {
 		return
 	}
-	batches, metaBuf := splitAppends(items, maxAppendBytes(p.opts.Store.MaxSegmentBytes), maxSubmissionAppendBytes(p.opts.Store.MaxSegmentBytes), ends, p.metaBuf)
+	soft, hard := appendLimits(p.opts.Store.MaxSegmentBytes)
+	batches, metaBuf := splitAppends(items, soft, hard, ends, p.metaBuf)
 	if cap(metaBuf) <= 64<<20 {
 		p.metaBuf = metaBuf // reused by the next commit; one huge group's is not kept
 	}
