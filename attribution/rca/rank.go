@@ -80,6 +80,10 @@ type Options struct {
 	// largest two-sample statistic over splits of pure noise in the middle
 	// 60 % of the window) and 0.03.
 	MinTargetZ, MinTargetChange float64
+	// Direction is the target's harmful direction: a change the other way
+	// is an improvement and answers VerdictNoIncident. "" = inferred from
+	// the target's name (HarmfulDirection); DirectionBoth counts either.
+	Direction Direction
 	// HACLag is the Newey–West lag of the shift test; 0 = ⌈√n⌉, long enough
 	// for the minutes-long autocorrelation of serving metrics at 15 s steps
 	// (the usual 4(n/100)^(2/9) is 5 at n = 480 and overstates significance
@@ -168,6 +172,11 @@ type Result struct {
 	// change) or VerdictUnexplained (it changed, but no candidate that
 	// moved before or with it carries information about it).
 	Verdict string
+	// VerdictReason says in words why the verdict is what it is (the
+	// target's change, or that it improved); Direction is the harmful
+	// direction the verdict used.
+	VerdictReason string
+	Direction     Direction
 	// Ranking holds every candidate, most likely root cause first.
 	Ranking []Ranked
 	// Baseline is plain BARO over the same candidates and change point.
@@ -234,6 +243,12 @@ const (
 // points precede the change point or fewer than 3 follow it, ErrArgument
 // for a candidate mapped to a node not in the graph.
 func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error) {
+	if opts.Direction == "" {
+		opts.Direction = HarmfulDirection(target.Name, "", "")
+	}
+	if _, err := ParseDirection(string(opts.Direction)); err != nil {
+		return nil, fmt.Errorf("rank: %w", err)
+	}
 	res, err := rank(target, cands, opts, nil)
 	if err != nil || opts.ChangePoint > 0 || res.Verdict != VerdictNoIncident {
 		return res, err
@@ -242,7 +257,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	// an aggregate target clearly still steps its root cause: try the
 	// change times such steps point at (corroboratedOnsets), and keep the
 	// ranking at one only if its first root cause vouches for it.
-	for _, ch := range corroboratedOnsets(target, cands, opts) {
+	for _, ch := range corroboratedOnsets(target, cands, opts, opts.Direction) {
 		alt, err := rank(target, cands, opts, &ch)
 		if err == nil && alt.Verdict == VerdictIncident {
 			return alt, nil
@@ -281,11 +296,15 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			return nil, fmt.Errorf("rank: candidate %d: %w", i, err)
 		}
 	}
-	res := &Result{Graph: g, ChangePoint: opts.ChangePoint, ChangeProb: math.NaN()}
+	dir := opts.Direction
+	if dir == "" {
+		dir = DirectionBoth
+	}
+	res := &Result{Graph: g, ChangePoint: opts.ChangePoint, ChangeProb: math.NaN(), Direction: dir}
 	if given != nil {
 		res.Change, res.ChangePoint = *given, given.At
 	} else if res.ChangePoint <= 0 {
-		ch, err := Onset(target, opts.ChangeMethod, opts.MinBefore)
+		ch, err := OnsetDirected(target, opts.ChangeMethod, opts.MinBefore, dir)
 		if err != nil {
 			return nil, fmt.Errorf("rank: %w", err)
 		}
@@ -310,17 +329,22 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	}
 	pre := newCumsum(target.Values).mean(0, cp)
 	small := pre > 0 && math.Abs(res.Change.Shift) < minChange*pre
+	// A change the harmless way (a latency that fell) is an improvement.
+	harm := dir.harmful(res.Change.Shift)
 	// clear: the target's change needs no corroboration. weak: it passes
 	// the pointwise 5 % test only, which a split searched for over the
 	// window does not justify on its own (see corroborates).
-	clear := math.Abs(res.Change.Z) >= minZ && !small
-	weak := !clear && !small && math.Abs(res.Change.Z) >= weakTargetZ && opts.ChangePoint <= 0
+	clear := math.Abs(res.Change.Z) >= minZ && !small && harm
+	weak := !clear && !small && harm && math.Abs(res.Change.Z) >= weakZ(dir) && opts.ChangePoint <= 0
+	res.VerdictReason = changeWords(res.Change, pre, dir)
 	if !clear {
 		res.Verdict = VerdictNoIncident
+		res.VerdictReason = noIncidentReason(target, res.Change, pre, minZ, minChange, dir, opts)
 	}
 	if len(cands) == 0 {
 		if res.Verdict == VerdictIncident {
 			res.Verdict = VerdictUnexplained
+			res.VerdictReason += "; there are no candidates"
 		}
 		return res, nil
 	}
@@ -428,7 +452,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 
 	// Causal checks: a root cause moves before or with the target and
 	// carries information about it beyond the change itself.
-	checkCauses(target, cands, rk, cp, opts, alpha)
+	checkCauses(target, cands, rk, cp, opts, alpha, dir)
 	// worthy: a candidate that can be a root cause. A mapped candidate
 	// whose information cannot be tested (it only steps, as a throttle
 	// bitmask does) keeps the benefit of the graph; an unmapped one needs
@@ -528,13 +552,66 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		res.Ranking[k].Rank = k + 1
 		res.Ranking[k].Reason = reason(&res.Ranking[k], tiers[i], alpha, minShift)
 	}
-	if weak && len(order) > 0 && tiers[order[0]] == 0 && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts) {
+	if weak && len(order) > 0 && tiers[order[0]] == 0 && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
 		res.Verdict = VerdictIncident
+		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
 	}
 	if res.Verdict == VerdictIncident && (len(order) == 0 || tiers[order[0]] != 0) {
 		res.Verdict = VerdictUnexplained
+		res.VerdictReason += "; no candidate that moved before or with it passes the causal checks"
+	} else if res.Verdict == VerdictIncident {
+		res.VerdictReason += "; " + rk[order[0]].Name + " ranks first"
 	}
 	return res, nil
+}
+
+// weakZ is the pointwise 5 % point of the target's shift statistic at a
+// change time that is not searched for (weakTargetZ): two-sided when
+// either direction counts, one-sided (1.645) when the harmful direction
+// is known, because then only one tail is a finding.
+func weakZ(dir Direction) float64 {
+	if dir.sign() != 0 {
+		return weakTargetOneSided
+	}
+	return weakTargetZ
+}
+
+// weakTargetOneSided is the standard normal's 95 % point.
+const weakTargetOneSided = 1.6448536269514722
+
+// changeWords describes the target's change ch (pre its mean before).
+func changeWords(ch Change, pre float64, dir Direction) string {
+	verb := "rose"
+	if ch.Shift < 0 {
+		verb = "fell"
+	}
+	rel := ""
+	if pre > 0 {
+		rel = fmt.Sprintf(" %.1f %%", 100*math.Abs(ch.Shift)/pre)
+	}
+	return fmt.Sprintf("the target %s%s at the change (z = %.2f, direction %s)", verb, rel, ch.Z, dir)
+}
+
+// noIncidentReason says why the target's change at ch is no incident: it
+// went the harmless way, or the largest change either way did (an
+// improvement), or it is too small.
+func noIncidentReason(target causal.Series, ch Change, pre, minZ, minChange float64, dir Direction, opts Options) string {
+	improved := func(c Change) bool {
+		return !dir.harmful(c.Shift) && math.Abs(c.Z) >= minZ && !(pre > 0 && math.Abs(c.Shift) < minChange*pre)
+	}
+	switch {
+	case !dir.harmful(ch.Shift):
+		return changeWords(ch, pre, dir) + ": the target improved, which is no incident"
+	case dir.sign() != 0 && opts.ChangePoint <= 0:
+		if u, err := Onset(target, opts.ChangeMethod, opts.MinBefore); err == nil && improved(u) {
+			return changeWords(u, newCumsum(target.Values).mean(0, u.At), dir) +
+				fmt.Sprintf(": the target improved, which is no incident; its largest change the harmful way has z = %.2f", ch.Z)
+		}
+	}
+	if pre > 0 && math.Abs(ch.Shift) < minChange*pre {
+		return changeWords(ch, pre, dir) + fmt.Sprintf(": less than %g %% of its mean, no change", 100*minChange)
+	}
+	return changeWords(ch, pre, dir) + fmt.Sprintf(": |z| under %g, no change", minZ)
 }
 
 // sustained reports whether r's shift, smaller than MinShift, is a
@@ -576,7 +653,7 @@ const weakTargetZ = 1.96
 // with pointwise |z| ≥ 1.96. A mild load surge moves one host's request
 // rate by 15 % (z ≈ 5) and the fleet's TTFT by 3–5 % (z ≈ 2–3): the rate
 // is the evidence.
-func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options) bool {
+func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options, dir Direction) bool {
 	if !r.Informative || !r.Precedes {
 		return false
 	}
@@ -587,7 +664,7 @@ func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Opti
 	}
 	tr := ranks(target)
 	sh, z := newCumsum(tr).shiftZ(tr, own.At)
-	return math.Abs(z) >= weakTargetZ && sh*ch.Z > 0
+	return math.Abs(z) >= weakZ(dir) && sh*ch.Z > 0 && dir.harmful(sh)
 }
 
 func corroborationLimits(opts Options) (minZ float64, tol int) {
@@ -618,7 +695,7 @@ const maxProposals = 3
 // together (a surge moves the rate, the batch and the power), so the
 // proposals cluster; a noisy series elsewhere proposes a time of its own,
 // which is why more than one is tried.
-func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options) []Change {
+func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options, dir Direction) []Change {
 	minZ, tol := corroborationLimits(opts)
 	minChange := opts.MinTargetChange
 	if minChange <= 0 {
@@ -647,7 +724,7 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options) [
 		_, z := tcs.shiftZ(tr, own.At)
 		pre := raw.mean(0, own.At)
 		shift := raw.mean(own.At, n) - pre
-		if math.Abs(z) < weakTargetZ || (pre > 0 && math.Abs(shift) < minChange*pre) {
+		if math.Abs(z) < weakZ(dir) || !dir.harmful(z) || (pre > 0 && math.Abs(shift) < minChange*pre) {
 			continue
 		}
 		props = append(props, prop{Change{At: own.At, Low: own.Low, High: own.High, Shift: shift, Z: z, Prob: math.NaN(), Method: "corroborated by " + c.Name}, math.Abs(own.Z)})
@@ -668,7 +745,7 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options) [
 // that merely jumps when the target does (a decoy starting at the same
 // moment) carries no information; one whose fluctuations move the target
 // does.
-func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, opts Options, alpha float64) {
+func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, opts Options, alpha float64, dir Direction) {
 	n := len(target.Values)
 	maxLag := opts.MaxLag
 	if maxLag <= 0 {
@@ -702,7 +779,7 @@ func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, o
 	var ps []float64
 	// Onsets are compared by one method on both sides: the least-squares
 	// split of the target, whatever found the change point.
-	tc, err := Onset(target, MethodMeanShift, opts.MinBefore)
+	tc, err := OnsetDirected(target, MethodMeanShift, opts.MinBefore, dir)
 	if err != nil {
 		tc = Change{At: cp, High: cp}
 	}

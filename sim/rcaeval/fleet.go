@@ -131,6 +131,18 @@ func runFleetCase(c fleet.Class, seed uint64, ro rca.Options) (FleetCase, error)
 	if err != nil {
 		return FleetCase{}, err
 	}
+	target, rc := fleetInputs(inc)
+	ro.ChangePoint = 0
+	res, err := rca.Rank(target, rc, ro)
+	if err != nil {
+		return FleetCase{}, err
+	}
+	return scoreFleetCase(inc, c, seed, target, rc, res)
+}
+
+// fleetInputs turns an incident's stored series into the target (the
+// fleet's mean TTFT) and the candidates, as discovery sees them (RunFleet).
+func fleetInputs(inc *fleet.Incident) (causal.Series, []rca.Candidate) {
 	n := int(inc.End.Sub(inc.Start)/inc.Step) + 1
 	idx := func(t int64) int {
 		return int(math.Round(float64(t-inc.Start.UnixMilli()) / float64(inc.Step.Milliseconds())))
@@ -281,12 +293,12 @@ func runFleetCase(c fleet.Class, seed uint64, ro rca.Options) (FleetCase, error)
 			rc = append(rc, rca.Candidate{Name: id, Metric: a.metric, Labels: a.labels, Values: a.vals})
 		}
 	}
-	target := causal.Series{Name: "fleet mean TTFT", Values: tv}
-	ro.ChangePoint = 0
-	res, err := rca.Rank(target, rc, ro)
-	if err != nil {
-		return FleetCase{}, err
-	}
+	return causal.Series{Name: "vllm:time_to_first_token_seconds (fleet mean)", Values: tv}, rc
+}
+
+// scoreFleetCase compares res and the baselines with the incident's truth.
+func scoreFleetCase(inc *fleet.Incident, c fleet.Class, seed uint64, target causal.Series, rc []rca.Candidate, res *rca.Result) (FleetCase, error) {
+	tv := target.Values
 	hostOf := map[string]string{}
 	joins := rca.JoinHosts(func() []map[string]string {
 		out := make([]map[string]string, len(rc))
