@@ -69,7 +69,7 @@ type rcAnswer struct {
 		Verdict       string   `json:"verdict"`
 		VerdictReason string   `json:"verdict_reason"`
 		Direction     string   `json:"direction"`
-		Ranking  []struct {
+		Ranking       []struct {
 			Candidate string   `json:"candidate"`
 			Score     *float64 `json:"score"`
 			PAdjusted *float64 `json:"p_adjusted"`
