@@ -406,6 +406,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	// rawShift is each candidate's own Shift, before its parents explain
 	// any of it: what the bypass check asks of a stage.
 	rawShift := make([]float64, len(cands))
+	stageMoved := make([]bool, len(cands))
 	hacLag := opts.HACLag
 	if hacLag <= 0 {
 		hacLag = int(math.Ceil(math.Sqrt(float64(n))))
@@ -428,6 +429,13 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		rk[i].Score, rk[i].At, rk[i].Shift = st.robust(resid, st.scale(c.Values)*1e-6)
 		_, _, rawShift[i] = st.robust(c.Values, st.scale(c.Values)*1e-6)
 		rk[i].PValue = st.shiftTest(resid, hacLag)
+		if rk[i].Node != "" && g.Node0(rk[i].Node).Family == FamilyStage {
+			// Whether a stage moved (the bypass check below) is asked of its
+			// own values, by the anomaly rule's two ways: a shift of at
+			// least MinShift IQR, or a sustained step at the change.
+			raw := Ranked{Shift: rawShift[i], PValue: st.shiftTest(c.Values, hacLag)}
+			stageMoved[i] = rawShift[i] >= minShift || sustained(&raw, c.Values, len(cands), alpha, res.Change, opts)
+		}
 	}
 
 	// Benjamini–Hochberg within each family.
@@ -461,10 +469,12 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	// A mapped candidate whose stages did not move cannot have moved the
 	// target: when some of the first stage nodes downstream of it (on each
 	// path, the stage it acts on directly) have candidates in its group
-	// and none of them shifted by MinShift IQRs (their own values, not the
-	// residual: a stage its parents explain still moved), it is
+	// and none of them moved — by the anomaly rule's two ways, a shift of
+	// MinShift IQRs or a sustained step at the change, on their own values,
+	// not the residual: a stage its parents explain still moved — it is
 	// Bypassed (a backup job's network burst while the frontend time
-	// stays flat).
+	// stays flat). A mild load surge moves the queue by a sustained 1–2
+	// IQR: under the floor, but a move.
 	for i := range rk {
 		if rk[i].Node == "" || !rk[i].Anomalous || g.Node0(rk[i].Node).Family == FamilyStage {
 			continue
@@ -474,7 +484,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			for _, j := range byNode[st] {
 				if linked(i, j) {
 					seen++
-					moved = moved || rawShift[j] >= minShift
+					moved = moved || stageMoved[j]
 				}
 			}
 		}
@@ -527,6 +537,22 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			tiers[i] = 3
 		}
 	}
+	// explains: the root causes the graph links to another anomaly they
+	// explain. A fault moves what lies downstream of it; a decoy (a
+	// backup job's burst, mapped or not) moves nothing else, so among
+	// root causes those that explain another anomalous candidate come
+	// first, whatever the size of the decoy's own jump.
+	explains := make([]bool, len(rk))
+	for i := range rk {
+		if rk[i].Explained == "" {
+			continue
+		}
+		for j := range rk {
+			if rk[j].Name == rk[i].Explained {
+				explains[j] = true
+			}
+		}
+	}
 	order := make([]int, len(rk))
 	for i := range order {
 		order[i] = i
@@ -537,6 +563,12 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			return c
 		}
 		if tiers[a] == 0 {
+			if explains[a] != explains[b] {
+				if explains[a] {
+					return -1
+				}
+				return 1
+			}
 			if c := cmp.Compare(rb.Shift, ra.Shift); c != 0 {
 				return c
 			}
