@@ -584,7 +584,22 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		res.Ranking[k].Rank = k + 1
 		res.Ranking[k].Reason = reason(&res.Ranking[k], tiers[i], alpha, minShift)
 	}
-	if weak && len(order) > 0 && tiers[order[0]] == 0 && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
+	// A root cause carries information about the target itself (its
+	// Granger test) or through what it explains: a clock that only steps
+	// tests uninformative, while the decode time it slows, which the graph
+	// says it explains, predicts the target.
+	informs := func(i int) bool {
+		if rk[i].Informative {
+			return true
+		}
+		for j := range rk {
+			if rk[j].Explained == rk[i].Name && rk[j].Informative {
+				return true
+			}
+		}
+		return false
+	}
+	if weak && len(order) > 0 && tiers[order[0]] == 0 && informs(order[0]) && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
 		res.Verdict = VerdictIncident
 		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
 	}
@@ -686,7 +701,7 @@ const weakTargetZ = 1.96
 // rate by 15 % (z ≈ 5) and the fleet's TTFT by 3–5 % (z ≈ 2–3): the rate
 // is the evidence.
 func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options, dir Direction) bool {
-	if !r.Informative || !r.Precedes {
+	if !r.Precedes {
 		return false
 	}
 	minZ, tol := corroborationLimits(opts)
