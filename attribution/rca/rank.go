@@ -196,8 +196,11 @@ const (
 // Rank ranks root-cause candidates for a change in target (for example a
 // model's P99 or mean latency):
 //
-//  1. The change point c is Onset's (Options.ChangeMethod, default the
-//     least-squares split on ranks) unless Options.ChangePoint gives it.
+//  0. The harmful direction is Options.Direction, or HarmfulDirection of
+//     the target's name.
+//  1. The change point c is OnsetDirected's (Options.ChangeMethod, default
+//     the least-squares split on ranks, among splits that move the harmful
+//     way) unless Options.ChangePoint gives it.
 //  2. Each candidate x is mapped to a graph node (NodeFor) and regressed, by
 //     OLS over t < c, on the series of its node's graph parents in its
 //     group (regression-based hypothesis testing, Li et al., "Causal
@@ -221,21 +224,26 @@ const (
 //  5. Causal checks (checkCauses): Precedes (its own least-squares onset
 //     is no later than the target's 95 % change-time set allows),
 //     Informative (incremental-prediction F-test conditional on the step,
-//     BH across candidates) and not Bypassed (a stage it acts on moved). A
+//     BH across candidates) and not Bypassed (a stage it acts on moved, by
+//     a shift of MinShift IQR or a sustained step at the change). A
 //     candidate passing them (an untestable mapped one passes on the
 //     graph's word) can be a root cause; explanation prefers an upstream
 //     candidate that passes.
-//  6. Ranking: passing and not explained by a passing candidate first, by
-//     Shift (a fault moves its root cause for as long as it lasts; a noisy
-//     series crosses the threshold by a little, and its one-point maximum
-//     says less), then passing and explained, then anomalous but failing,
+//  6. Ranking: passing and not explained by a passing candidate first —
+//     those that explain another anomalous candidate before those that
+//     explain none (a decoy moves nothing downstream), each by Shift (a
+//     fault moves its root cause for as long as it lasts; a noisy series
+//     crosses the threshold by a little, and its one-point maximum says
+//     less) — then passing and explained, then anomalous but failing,
 //     then the rest, all but the first by Score; ties go upstream first
 //     (graph level), then to input order. Each row gets a Reason.
-//  7. Verdict: VerdictNoIncident when the target's own change is under
-//     MinTargetZ or MinTargetChange and no root cause corroborates it (see
-//     corroborates; with ChangePoint 0, the change times of
-//     corroboratedOnsets are tried too), VerdictUnexplained when the first
-//     row does not pass the checks, else VerdictIncident.
+//  7. Verdict: VerdictNoIncident when the target's change goes the
+//     harmless way, or is under MinTargetZ or MinTargetChange and no root
+//     cause that informs about the target (itself, or through an
+//     informative anomaly it explains) corroborates it (see corroborates;
+//     with ChangePoint 0, the change times of corroboratedOnsets are tried
+//     too), VerdictUnexplained when the first row does not pass the
+//     checks, else VerdictIncident. VerdictReason says which.
 //
 // Candidates must be aligned with target (one value per target point).
 // Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
@@ -691,13 +699,15 @@ const weakTargetZ = 1.96
 // |z| ≥ MinTargetZ guards against the largest of many splits of noise
 // passing for a change; at a split pointed at by a candidate that itself
 // stepped clearly there, the target's change is not searched for, and the
-// pointwise test (|z| ≥ 1.96) is the right one. Required of r: it carries
-// information about the target beyond the step (Informative, not only the
-// graph's word); its own least-squares split has |z| ≥ MinTargetZ — a
+// pointwise test (|z| ≥ 1.96, or 1.645 one-sided when the harmful
+// direction is known) is the right one. Required of r (besides informing
+// about the target, which Rank checks: itself or through an informative
+// anomaly it explains, not only on the graph's word): it precedes the
+// target; its own least-squares split has |z| ≥ MinTargetZ — a
 // sustained step of its own, the kind a fault makes and slow wander rarely
 // does — and lies within the target's 95 % change-time set widened by
-// LeadTolerance; and at that split the target itself moved the same way
-// with pointwise |z| ≥ 1.96. A mild load surge moves one host's request
+// LeadTolerance; and at that split the target itself moved the same,
+// harmful, way with pointwise |z| ≥ weakZ. A mild load surge moves one host's request
 // rate by 15 % (z ≈ 5) and the fleet's TTFT by 3–5 % (z ≈ 2–3): the rate
 // is the evidence.
 func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options, dir Direction) bool {
