@@ -48,7 +48,9 @@ type FleetCase struct {
 	// first true cause (0: missed, or a verdict other than "incident"),
 	// BARORank plain BARO's at BOCPD's change point, LSRank BARO's at the
 	// least-squares change point.
-	Verdict                        string
+	Verdict string
+	// VerdictReason is tailroot's reason for the verdict, in words.
+	VerdictReason                  string
 	TailrootRank, BARORank, LSRank int
 	TailrootTop, BAROTop, LSTop    string
 	Candidates                     int
@@ -321,7 +323,7 @@ func scoreFleetCase(inc *fleet.Incident, c fleet.Class, seed uint64, target caus
 		return 0
 	}
 	fc := FleetCase{
-		Class: c, Seed: seed, Truth: tr, Verdict: res.Verdict, Candidates: len(rc), OnsetError: map[string]float64{},
+		Class: c, Seed: seed, Truth: tr, Verdict: res.Verdict, VerdictReason: res.VerdictReason, Candidates: len(rc), OnsetError: map[string]float64{},
 		TargetZ: res.Change.Z, TargetChange: res.Change.Shift / mean(tv[:res.ChangePoint]),
 	}
 	var tail []string
