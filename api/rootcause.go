@@ -392,10 +392,12 @@ type rcData struct {
 	// ChangeLow and ChangeHigh bound the change time's 95 % set and
 	// ChangeMethod names the method that found it.
 	Verdict string `json:"verdict"`
-	// VerdictReason says why, in words; Direction is the harmful direction
-	// used (the direction parameter, the target's direction label, or
-	// inferred from its name and metadata).
+	// VerdictReason says why, in words, and VerdictWhy in one word
+	// (rca.Result.Why: root_cause's reason label); Direction is the
+	// harmful direction used (the direction parameter, the target's
+	// direction label, or inferred from its name and metadata).
 	VerdictReason string     `json:"verdict_reason"`
+	VerdictWhy    string     `json:"verdict_why"`
 	Direction     string     `json:"direction"`
 	ChangeLow     rcNum      `json:"change_low"`
 	ChangeHigh    rcNum      `json:"change_high"`
@@ -490,6 +492,7 @@ func (h *rootCause) response(req *rcRequest, res *causalfn.RootCauseResult) *rcD
 		ChangeProbability: rcNum(res.ChangeProb),
 		Verdict:           res.Verdict,
 		VerdictReason:     res.VerdictReason,
+		VerdictWhy:        res.Why,
 		Direction:         string(res.Direction),
 		ChangeLow:         ts(res.Change.Low),
 		ChangeHigh:        ts(res.Change.High),

@@ -19,7 +19,7 @@ import (
 
 // TestRootCauseEndpointMatchesPromQL: on the same incident and the same
 // grid, /api/v1/attribution/rootcause and root_cause(…) give the same
-// ranking, scores, change time, verdict, direction and reason (both are
+// ranking, scores, change time, verdict, direction and reason code (both are
 // causalfn.RootCause) — with the harmful direction inferred from the
 // target's name (up: a throttle raises TTFT, an incident), and given as
 // the endpoint's direction parameter or, to root_cause, as the target's
@@ -107,14 +107,14 @@ func TestRootCauseEndpointMatchesPromQL(t *testing.T) {
 				t.Errorf("direction %q: %s: change time %v vs %v", c.direction, row.Candidate, p["change_time"], *a.Data.ChangeAt)
 			}
 		}
-		if verdict != a.Data.Verdict || dir != a.Data.Direction || reason != a.Data.VerdictReason {
-			t.Errorf("direction %q: root_cause %q/%q/%q, endpoint %q/%q/%q", c.direction, verdict, dir, reason, a.Data.Verdict, a.Data.Direction, a.Data.VerdictReason)
+		if verdict != a.Data.Verdict || dir != a.Data.Direction || reason != a.Data.VerdictWhy {
+			t.Errorf("direction %q: root_cause %q/%q/%q, endpoint %q/%q/%q", c.direction, verdict, dir, reason, a.Data.Verdict, a.Data.Direction, a.Data.VerdictWhy)
 		}
 		if verdict != c.wantVerdict || dir != c.wantDir {
-			t.Errorf("direction %q: verdict %q direction %q (%s), want %q %q", c.direction, verdict, dir, reason, c.wantVerdict, c.wantDir)
+			t.Errorf("direction %q: verdict %q direction %q (%s), want %q %q", c.direction, verdict, dir, a.Data.VerdictReason, c.wantVerdict, c.wantDir)
 		}
-		if c.wantVerdict == "no incident" && !strings.Contains(reason, "improved") {
-			t.Errorf("direction %q: reason %q does not say the target improved", c.direction, reason)
+		if c.wantVerdict == "no incident" && (reason != "improved" || !strings.Contains(a.Data.VerdictReason, "improved")) {
+			t.Errorf("direction %q: reason %q / %q does not say the target improved", c.direction, reason, a.Data.VerdictReason)
 		}
 	}
 }

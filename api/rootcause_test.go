@@ -68,6 +68,7 @@ type rcAnswer struct {
 		ChangeAt      *float64 `json:"change_at"`
 		Verdict       string   `json:"verdict"`
 		VerdictReason string   `json:"verdict_reason"`
+		VerdictWhy    string   `json:"verdict_why"`
 		Direction     string   `json:"direction"`
 		Ranking       []struct {
 			Candidate string   `json:"candidate"`

@@ -90,10 +90,10 @@ func TestRankDirection(t *testing.T) {
 		if res.Verdict != c.want || res.Direction != wantDir {
 			t.Errorf("%s direction %q: verdict %q (%s) direction %q, want %q", c.name, c.dir, res.Verdict, res.VerdictReason, res.Direction, c.want)
 		}
-		if res.Verdict == VerdictNoIncident && !strings.Contains(res.VerdictReason, "improved") {
+		if res.Verdict == VerdictNoIncident && (res.Why != WhyImproved || !strings.Contains(res.VerdictReason, "improved")) {
 			t.Errorf("%s direction %q: reason %q does not say the target improved", c.name, c.dir, res.VerdictReason)
 		}
-		if res.Verdict == VerdictIncident && (res.Ranking[0].Name != "clock" || !strings.Contains(res.VerdictReason, "fell")) {
+		if res.Verdict == VerdictIncident && (res.Ranking[0].Name != "clock" || res.Why != WhyChanged || !strings.Contains(res.VerdictReason, "fell")) {
 			t.Errorf("%s direction %q: %s first, reason %q", c.name, c.dir, res.Ranking[0].Name, res.VerdictReason)
 		}
 	}

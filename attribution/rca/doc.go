@@ -34,7 +34,7 @@
 // way (OnsetDirected).
 // Result.Verdict says "no incident" when the target did not change (or
 // improved) and "unexplained" when nothing passing the checks explains it,
-// and Result.VerdictReason says why in words; a target
+// Result.VerdictReason says why in words and Result.Why in one word; a target
 // change too weak to stand alone (|z| between 1.96 and 3) is an incident
 // when the first root cause stepped clearly at that time and corroborates
 // it, and when the target's own split misses such a change, the change

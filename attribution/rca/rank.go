@@ -173,9 +173,11 @@ type Result struct {
 	// moved before or with it carries information about it).
 	Verdict string
 	// VerdictReason says in words why the verdict is what it is (the
-	// target's change, or that it improved); Direction is the harmful
+	// target's change, or that it improved) and Why says it in one of the
+	// Why* codes (stable, for a label); Direction is the harmful
 	// direction the verdict used.
 	VerdictReason string
+	Why           string
 	Direction     Direction
 	// Ranking holds every candidate, most likely root cause first.
 	Ranking []Ranked
@@ -191,6 +193,17 @@ const (
 	VerdictIncident    = "incident"
 	VerdictNoIncident  = "no incident"
 	VerdictUnexplained = "unexplained"
+)
+
+// Why codes: the reason for a verdict in one word (Result.Why).
+const (
+	WhyChanged      = "changed"       // incident: the target changed clearly
+	WhyCorroborated = "corroborated"  // incident: a weak change a root cause vouches for
+	WhyImproved     = "improved"      // no incident: the change went the harmless way
+	WhyNoChange     = "no change"     // no incident: |z| under MinTargetZ
+	WhyTooSmall     = "too small"     // no incident: under MinTargetChange of the mean
+	WhyNoCause      = "no cause"      // unexplained: no candidate passes the causal checks
+	WhyNoCandidates = "no candidates" // unexplained: nothing to rank
 )
 
 // Rank ranks root-cause candidates for a change in target (for example a
@@ -344,14 +357,14 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	// window does not justify on its own (see corroborates).
 	clear := math.Abs(res.Change.Z) >= minZ && !small && harm
 	weak := !clear && !small && harm && math.Abs(res.Change.Z) >= weakZ(dir) && opts.ChangePoint <= 0
-	res.VerdictReason = changeWords(res.Change, pre, dir)
+	res.VerdictReason, res.Why = changeWords(res.Change, pre, dir), WhyChanged
 	if !clear {
 		res.Verdict = VerdictNoIncident
-		res.VerdictReason = noIncidentReason(target, res.Change, pre, minZ, minChange, dir, opts)
+		res.VerdictReason, res.Why = noIncidentReason(target, res.Change, pre, minZ, minChange, dir, opts)
 	}
 	if len(cands) == 0 {
 		if res.Verdict == VerdictIncident {
-			res.Verdict = VerdictUnexplained
+			res.Verdict, res.Why = VerdictUnexplained, WhyNoCandidates
 			res.VerdictReason += "; there are no candidates"
 		}
 		return res, nil
@@ -608,11 +621,11 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		return false
 	}
 	if weak && len(order) > 0 && tiers[order[0]] == 0 && informs(order[0]) && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
-		res.Verdict = VerdictIncident
+		res.Verdict, res.Why = VerdictIncident, WhyCorroborated
 		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
 	}
 	if res.Verdict == VerdictIncident && (len(order) == 0 || tiers[order[0]] != 0) {
-		res.Verdict = VerdictUnexplained
+		res.Verdict, res.Why = VerdictUnexplained, WhyNoCause
 		res.VerdictReason += "; no candidate that moved before or with it passes the causal checks"
 	} else if res.Verdict == VerdictIncident {
 		res.VerdictReason += "; " + rk[order[0]].Name + " ranks first"
@@ -647,26 +660,26 @@ func changeWords(ch Change, pre float64, dir Direction) string {
 	return fmt.Sprintf("the target %s%s at the change (z = %.2f, direction %s)", verb, rel, ch.Z, dir)
 }
 
-// noIncidentReason says why the target's change at ch is no incident: it
-// went the harmless way, or the largest change either way did (an
-// improvement), or it is too small.
-func noIncidentReason(target causal.Series, ch Change, pre, minZ, minChange float64, dir Direction, opts Options) string {
+// noIncidentReason says why the target's change at ch is no incident, in
+// words and as a Why code: it went the harmless way, or the largest change
+// either way did (an improvement), or it is too small.
+func noIncidentReason(target causal.Series, ch Change, pre, minZ, minChange float64, dir Direction, opts Options) (string, string) {
 	improved := func(c Change) bool {
 		return !dir.harmful(c.Shift) && math.Abs(c.Z) >= minZ && !(pre > 0 && math.Abs(c.Shift) < minChange*pre)
 	}
 	switch {
 	case !dir.harmful(ch.Shift):
-		return changeWords(ch, pre, dir) + ": the target improved, which is no incident"
+		return changeWords(ch, pre, dir) + ": the target improved, which is no incident", WhyImproved
 	case dir.sign() != 0 && opts.ChangePoint <= 0:
 		if u, err := Onset(target, opts.ChangeMethod, opts.MinBefore); err == nil && improved(u) {
 			return changeWords(u, newCumsum(target.Values).mean(0, u.At), dir) +
-				fmt.Sprintf(": the target improved, which is no incident; its largest change the harmful way has z = %.2f", ch.Z)
+				fmt.Sprintf(": the target improved, which is no incident; its largest change the harmful way has z = %.2f", ch.Z), WhyImproved
 		}
 	}
 	if pre > 0 && math.Abs(ch.Shift) < minChange*pre {
-		return changeWords(ch, pre, dir) + fmt.Sprintf(": less than %g %% of its mean, no change", 100*minChange)
+		return changeWords(ch, pre, dir) + fmt.Sprintf(": less than %g %% of its mean, no change", 100*minChange), WhyTooSmall
 	}
-	return changeWords(ch, pre, dir) + fmt.Sprintf(": |z| under %g, no change", minZ)
+	return changeWords(ch, pre, dir) + fmt.Sprintf(": |z| under %g, no change", minZ), WhyNoChange
 }
 
 // sustained reports whether r's shift, smaller than MinShift, is a

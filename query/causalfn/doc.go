@@ -54,8 +54,8 @@
 //     candidate with values at fewer than half of them is left out with a
 //     warning rather than shrinking everyone's window. root_cause adds one
 //     sample {statistic="verdict", verdict="incident" | "no incident" |
-//     "unexplained", direction="up" | "down" | "both", reason="…"}
-//     (rca.Result.Verdict, Direction, VerdictReason). The target's harmful
+//     "unexplained", direction="up" | "down" | "both", reason="improved" |
+//     …} (rca.Result.Verdict, Direction, Why). The target's harmful
 //     direction comes from a "direction" label on it (label_replace), else
 //     from its name (TargetDirection); the endpoint's direction parameter
 //     is the same knob.
