@@ -33,11 +33,12 @@
 // incident", and the change point is searched among changes the harmful
 // way (OnsetDirected).
 // Result.Verdict says "no incident" when the target did not change (or
-// improved) and "unexplained" when nothing passing the checks explains it,
-// Result.VerdictReason says why in words and Result.Why in one word; a target
-// change too weak to stand alone (|z| between 1.96 and 3) is an incident
-// when the first root cause stepped clearly at that time and corroborates
-// it, and when the target's own split misses such a change, the change
+// improved) and "unexplained" when nothing passing the checks explains it;
+// Result.VerdictReason says why in words and Result.Why in one word. A
+// target change too weak to stand alone (|z| between 1.96, or 1.645 with a
+// known direction, and 3) is an incident when the first root cause stepped
+// clearly at that time, informs about the target (itself, or through an
+// informative anomaly it explains) and corroborates it, and when the target's own split misses such a change, the change
 // times that clear steps of candidates point at are tried. See Rank for
 // the formulas and Onset for the change-point methods.
 //
