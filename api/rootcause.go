@@ -104,7 +104,9 @@ func rcMeanQuery(m string) string {
 // 0.05); max_lag (steps searched for each candidate's lead over the target
 // by prewhitened cross-correlation, 0–100, default 10); group (comma-
 // separated labels linking candidates of one server; default: join by host,
-// rca.JoinHosts).
+// rca.JoinHosts); direction (up, down or both: the target's harmful
+// direction; default the target's direction label, else inferred from its
+// name, unit and help, causalfn.TargetDirection).
 //
 // Bad parameters, unparsable expressions and windows too short to rank are
 // 400 {"errorType":"bad_data"}; a failing query is 422 "execution", a
@@ -152,6 +154,7 @@ type rcRequest struct {
 	alpha      float64
 	maxLag     int
 	group      []string
+	direction  rca.Direction
 }
 
 func (h *rootCause) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -231,6 +234,11 @@ func (h *rootCause) parse(r *http.Request) (*rcRequest, *rcError) {
 	if s := f.Get("max_lag"); s != "" {
 		if req.maxLag, err = strconv.Atoi(s); err != nil || req.maxLag < 0 || req.maxLag > 100 {
 			return nil, rcBadData("parameter max_lag %q: want an integer in [0, 100]", s)
+		}
+	}
+	if s := f.Get("direction"); s != "" {
+		if req.direction, err = rca.ParseDirection(s); err != nil {
+			return nil, rcBadData("parameter direction %q: want up (a rise is the incident: latency, errors, queues), down (a fall: throughput) or both", s)
 		}
 	}
 	if s := f.Get("group"); s != "" {
@@ -342,7 +350,16 @@ func (h *rootCause) run(ctx context.Context, req *rcRequest) (*rcData, []string,
 			cands = append(cands, in)
 		}
 	}
-	opts := causalfn.RootCauseOptions{Rank: rca.Options{Alpha: req.alpha, GroupLabels: req.group}, MaxLag: req.maxLag, KeepFirstDuplicate: true}
+	opts := causalfn.RootCauseOptions{Rank: rca.Options{Alpha: req.alpha, GroupLabels: req.group, Direction: req.direction}, MaxLag: req.maxLag, KeepFirstDuplicate: true}
+	if md := h.opts.Metadata; md != nil && req.direction == "" {
+		// The family's unit and help text help infer the harmful direction
+		// of a target whose name says nothing.
+		if fam := causalfn.FamilyOf(req.target); fam != "" {
+			for _, m := range md.Get(fam, 1, 1)[fam] {
+				opts.TargetUnit, opts.TargetHelp = m.Unit, m.Help
+			}
+		}
+	}
 	if req.changeAt != nil {
 		opts.ChangeAt = req.changeAt.UnixMilli()
 	}
@@ -374,12 +391,19 @@ type rcData struct {
 	// Verdict is "incident", "no incident" or "unexplained" (rca.Result);
 	// ChangeLow and ChangeHigh bound the change time's 95 % set and
 	// ChangeMethod names the method that found it.
-	Verdict      string     `json:"verdict"`
-	ChangeLow    rcNum      `json:"change_low"`
-	ChangeHigh   rcNum      `json:"change_high"`
-	ChangeMethod string     `json:"change_method"`
-	Points       int        `json:"points"`
-	Ranking      []rcRanked `json:"ranking"`
+	Verdict string `json:"verdict"`
+	// VerdictReason says why, in words, and VerdictWhy in one word
+	// (rca.Result.Why: root_cause's reason label); Direction is the
+	// harmful direction used (the direction parameter, the target's
+	// direction label, or inferred from its name and metadata).
+	VerdictReason string     `json:"verdict_reason"`
+	VerdictWhy    string     `json:"verdict_why"`
+	Direction     string     `json:"direction"`
+	ChangeLow     rcNum      `json:"change_low"`
+	ChangeHigh    rcNum      `json:"change_high"`
+	ChangeMethod  string     `json:"change_method"`
+	Points        int        `json:"points"`
+	Ranking       []rcRanked `json:"ranking"`
 	// Baseline is plain BARO at the same change point, for comparison.
 	Baseline []rcBaro `json:"baseline"`
 	Graph    rcGraph  `json:"graph"`
@@ -467,6 +491,9 @@ func (h *rootCause) response(req *rcRequest, res *causalfn.RootCauseResult) *rcD
 		ChangeAt:          ts(res.ChangePoint),
 		ChangeProbability: rcNum(res.ChangeProb),
 		Verdict:           res.Verdict,
+		VerdictReason:     res.VerdictReason,
+		VerdictWhy:        res.Why,
+		Direction:         string(res.Direction),
 		ChangeLow:         ts(res.Change.Low),
 		ChangeHigh:        ts(res.Change.High),
 		ChangeMethod:      res.Change.Method,

@@ -65,9 +65,12 @@ type rcAnswer struct {
 	Error     string   `json:"error"`
 	Warnings  []string `json:"warnings"`
 	Data      struct {
-		ChangeAt *float64 `json:"change_at"`
-		Verdict  string   `json:"verdict"`
-		Ranking  []struct {
+		ChangeAt      *float64 `json:"change_at"`
+		Verdict       string   `json:"verdict"`
+		VerdictReason string   `json:"verdict_reason"`
+		VerdictWhy    string   `json:"verdict_why"`
+		Direction     string   `json:"direction"`
+		Ranking       []struct {
 			Candidate string   `json:"candidate"`
 			Score     *float64 `json:"score"`
 			PAdjusted *float64 `json:"p_adjusted"`
@@ -236,6 +239,8 @@ func TestRootCauseBadRequests(t *testing.T) {
 		{"change_at outside", with("change_at", unix(tr.WindowEnd.Add(time.Hour))), 400, "bad_data", "outside [start, end)"},
 		{"alpha", with("alpha", "1.5"), 400, "bad_data", "parameter alpha"},
 		{"max_lag", with("max_lag", "1000"), 400, "bad_data", "parameter max_lag"},
+		{"direction", with("direction", "sideways"), 400, "bad_data", `parameter direction "sideways"`},
+		{"direction label", with("target", `label_replace(`+f.inc.ModelMean("vllm:e2e_request_latency_seconds").Query+`, "direction", "left", "", "")`), 400, "bad_data", "target label direction"},
 		{"group", with("group", "instance,\xff"), 400, "bad_data", "not a label name"},
 		{"window too short to rank", with("start", unix(tr.WindowEnd.Add(-time.Minute))), 400, "bad_data", "too few observations"},
 	} {

@@ -65,6 +65,17 @@ type Change struct {
 // and 3 after it. Errors: ErrNaN, ErrTooShort, ErrArgument for an unknown
 // method.
 func Onset(target causal.Series, method string, minBefore int) (Change, error) {
+	return OnsetDirected(target, method, minBefore, DirectionBoth)
+}
+
+// OnsetDirected is Onset looking for a change in direction dir only: the
+// least-squares methods (mean_shift, first_shift) split where the mean
+// moves the harmful way, the best such split, so a larger improvement
+// elsewhere in the window (a latency that falls) cannot hide a smaller
+// degradation. When no split moves that way, or for the other methods,
+// it is Onset. DirectionBoth or "" is Onset.
+func OnsetDirected(target causal.Series, method string, minBefore int, dir Direction) (Change, error) {
+	sign := dir.sign()
 	x := target.Values
 	n := len(x)
 	lo := minBefore
@@ -89,10 +100,10 @@ func Onset(target causal.Series, method string, minBefore int) (Change, error) {
 	var c Change
 	switch method {
 	case "", MethodMeanShift:
-		k, _ := cs.bestSplit(0, n, lo, n-3)
+		k := cs.directedSplit(n, lo, n-3, sign)
 		c = Change{At: k, Method: MethodMeanShift}
 	case MethodFirstShift:
-		k, _ := cs.bestSplit(0, n, lo, n-3)
+		k := cs.directedSplit(n, lo, n-3, sign)
 		main, _ := cs.shiftZ(x, k)
 		for k-lo >= 6 {
 			pre := newCumsum(x[:k])
@@ -202,6 +213,29 @@ func (c *cumsum) bestSplit(a, b, lo, hi int) (int, float64) {
 		}
 	}
 	return best, bc
+}
+
+// directedSplit is bestSplit over [lo, hi] of x[0:n] among the splits
+// whose mean shift has the sign of sign (any when sign is 0); the
+// unrestricted split when none has.
+func (c *cumsum) directedSplit(n, lo, hi int, sign float64) int {
+	if sign == 0 {
+		k, _ := c.bestSplit(0, n, lo, hi)
+		return k
+	}
+	best, bc := -1, math.Inf(1)
+	for k := max(lo, 1); k <= min(hi, n-1); k++ {
+		if (c.mean(k, n)-c.mean(0, k))*sign <= 0 {
+			continue
+		}
+		if v := c.cost(0, k) + c.cost(k, n); v < bc {
+			best, bc = k, v
+		}
+	}
+	if best < 0 {
+		best, _ = c.bestSplit(0, n, lo, hi)
+	}
+	return best
 }
 
 // penalty is the BIC-type penalty 2·σ̂²·ln n for one more change point,

@@ -27,11 +27,18 @@
 // A mild fault that shifts its root cause by less than the usual
 // magnitude floor still counts when the shift is a sustained step at the
 // change, significant at the Bonferroni level over all candidates.
-// Result.Verdict says "no incident" when the target did not change and
-// "unexplained" when nothing passing the checks explains it; a target
-// change too weak to stand alone (|z| between 1.96 and 3) is an incident
-// when the first root cause stepped clearly at that time and corroborates
-// it, and when the target's own split misses such a change, the change
+// A target's change has a harmful direction (HarmfulDirection: a latency,
+// an error rate or a queue rises, a throughput falls; Options.Direction
+// overrides it): a change the other way is an improvement and answers "no
+// incident", and the change point is searched among changes the harmful
+// way (OnsetDirected).
+// Result.Verdict says "no incident" when the target did not change (or
+// improved) and "unexplained" when nothing passing the checks explains it;
+// Result.VerdictReason says why in words and Result.Why in one word. A
+// target change too weak to stand alone (|z| between 1.96, or 1.645 with a
+// known direction, and 3) is an incident when the first root cause stepped
+// clearly at that time, informs about the target (itself, or through an
+// informative anomaly it explains) and corroborates it, and when the target's own split misses such a change, the change
 // times that clear steps of candidates point at are tried. See Rank for
 // the formulas and Onset for the change-point methods.
 //

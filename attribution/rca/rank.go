@@ -80,6 +80,10 @@ type Options struct {
 	// largest two-sample statistic over splits of pure noise in the middle
 	// 60 % of the window) and 0.03.
 	MinTargetZ, MinTargetChange float64
+	// Direction is the target's harmful direction: a change the other way
+	// is an improvement and answers VerdictNoIncident. "" = inferred from
+	// the target's name (HarmfulDirection); DirectionBoth counts either.
+	Direction Direction
 	// HACLag is the Newey–West lag of the shift test; 0 = ⌈√n⌉, long enough
 	// for the minutes-long autocorrelation of serving metrics at 15 s steps
 	// (the usual 4(n/100)^(2/9) is 5 at n = 480 and overstates significance
@@ -168,6 +172,13 @@ type Result struct {
 	// change) or VerdictUnexplained (it changed, but no candidate that
 	// moved before or with it carries information about it).
 	Verdict string
+	// VerdictReason says in words why the verdict is what it is (the
+	// target's change, or that it improved) and Why says it in one of the
+	// Why* codes (stable, for a label); Direction is the harmful
+	// direction the verdict used.
+	VerdictReason string
+	Why           string
+	Direction     Direction
 	// Ranking holds every candidate, most likely root cause first.
 	Ranking []Ranked
 	// Baseline is plain BARO over the same candidates and change point.
@@ -184,11 +195,25 @@ const (
 	VerdictUnexplained = "unexplained"
 )
 
+// Why codes: the reason for a verdict in one word (Result.Why).
+const (
+	WhyChanged      = "changed"       // incident: the target changed clearly
+	WhyCorroborated = "corroborated"  // incident: a weak change a root cause vouches for
+	WhyImproved     = "improved"      // no incident: the change went the harmless way
+	WhyNoChange     = "no change"     // no incident: |z| under MinTargetZ
+	WhyTooSmall     = "too small"     // no incident: under MinTargetChange of the mean
+	WhyNoCause      = "no cause"      // unexplained: no candidate passes the causal checks
+	WhyNoCandidates = "no candidates" // unexplained: nothing to rank
+)
+
 // Rank ranks root-cause candidates for a change in target (for example a
 // model's P99 or mean latency):
 //
-//  1. The change point c is Onset's (Options.ChangeMethod, default the
-//     least-squares split on ranks) unless Options.ChangePoint gives it.
+//  0. The harmful direction is Options.Direction, or HarmfulDirection of
+//     the target's name.
+//  1. The change point c is OnsetDirected's (Options.ChangeMethod, default
+//     the least-squares split on ranks, among splits that move the harmful
+//     way) unless Options.ChangePoint gives it.
 //  2. Each candidate x is mapped to a graph node (NodeFor) and regressed, by
 //     OLS over t < c, on the series of its node's graph parents in its
 //     group (regression-based hypothesis testing, Li et al., "Causal
@@ -212,21 +237,26 @@ const (
 //  5. Causal checks (checkCauses): Precedes (its own least-squares onset
 //     is no later than the target's 95 % change-time set allows),
 //     Informative (incremental-prediction F-test conditional on the step,
-//     BH across candidates) and not Bypassed (a stage it acts on moved). A
+//     BH across candidates) and not Bypassed (a stage it acts on moved, by
+//     a shift of MinShift IQR or a sustained step at the change). A
 //     candidate passing them (an untestable mapped one passes on the
 //     graph's word) can be a root cause; explanation prefers an upstream
 //     candidate that passes.
-//  6. Ranking: passing and not explained by a passing candidate first, by
-//     Shift (a fault moves its root cause for as long as it lasts; a noisy
-//     series crosses the threshold by a little, and its one-point maximum
-//     says less), then passing and explained, then anomalous but failing,
+//  6. Ranking: passing and not explained by a passing candidate first —
+//     those that explain another anomalous candidate before those that
+//     explain none (a decoy moves nothing downstream), each by Shift (a
+//     fault moves its root cause for as long as it lasts; a noisy series
+//     crosses the threshold by a little, and its one-point maximum says
+//     less) — then passing and explained, then anomalous but failing,
 //     then the rest, all but the first by Score; ties go upstream first
 //     (graph level), then to input order. Each row gets a Reason.
-//  7. Verdict: VerdictNoIncident when the target's own change is under
-//     MinTargetZ or MinTargetChange and no root cause corroborates it (see
-//     corroborates; with ChangePoint 0, the change times of
-//     corroboratedOnsets are tried too), VerdictUnexplained when the first
-//     row does not pass the checks, else VerdictIncident.
+//  7. Verdict: VerdictNoIncident when the target's change goes the
+//     harmless way, or is under MinTargetZ or MinTargetChange and no root
+//     cause that informs about the target (itself, or through an
+//     informative anomaly it explains) corroborates it (see corroborates;
+//     with ChangePoint 0, the change times of corroboratedOnsets are tried
+//     too), VerdictUnexplained when the first row does not pass the
+//     checks, else VerdictIncident. VerdictReason says which.
 //
 // Candidates must be aligned with target (one value per target point).
 // Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
@@ -234,6 +264,12 @@ const (
 // points precede the change point or fewer than 3 follow it, ErrArgument
 // for a candidate mapped to a node not in the graph.
 func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error) {
+	if opts.Direction == "" {
+		opts.Direction = HarmfulDirection(target.Name, "", "")
+	}
+	if _, err := ParseDirection(string(opts.Direction)); err != nil {
+		return nil, fmt.Errorf("rank: %w", err)
+	}
 	res, err := rank(target, cands, opts, nil)
 	if err != nil || opts.ChangePoint > 0 || res.Verdict != VerdictNoIncident {
 		return res, err
@@ -242,7 +278,7 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	// an aggregate target clearly still steps its root cause: try the
 	// change times such steps point at (corroboratedOnsets), and keep the
 	// ranking at one only if its first root cause vouches for it.
-	for _, ch := range corroboratedOnsets(target, cands, opts) {
+	for _, ch := range corroboratedOnsets(target, cands, opts, opts.Direction) {
 		alt, err := rank(target, cands, opts, &ch)
 		if err == nil && alt.Verdict == VerdictIncident {
 			return alt, nil
@@ -281,11 +317,15 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			return nil, fmt.Errorf("rank: candidate %d: %w", i, err)
 		}
 	}
-	res := &Result{Graph: g, ChangePoint: opts.ChangePoint, ChangeProb: math.NaN()}
+	dir := opts.Direction
+	if dir == "" {
+		dir = DirectionBoth
+	}
+	res := &Result{Graph: g, ChangePoint: opts.ChangePoint, ChangeProb: math.NaN(), Direction: dir}
 	if given != nil {
 		res.Change, res.ChangePoint = *given, given.At
 	} else if res.ChangePoint <= 0 {
-		ch, err := Onset(target, opts.ChangeMethod, opts.MinBefore)
+		ch, err := OnsetDirected(target, opts.ChangeMethod, opts.MinBefore, dir)
 		if err != nil {
 			return nil, fmt.Errorf("rank: %w", err)
 		}
@@ -310,17 +350,22 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	}
 	pre := newCumsum(target.Values).mean(0, cp)
 	small := pre > 0 && math.Abs(res.Change.Shift) < minChange*pre
+	// A change the harmless way (a latency that fell) is an improvement.
+	harm := dir.harmful(res.Change.Shift)
 	// clear: the target's change needs no corroboration. weak: it passes
 	// the pointwise 5 % test only, which a split searched for over the
 	// window does not justify on its own (see corroborates).
-	clear := math.Abs(res.Change.Z) >= minZ && !small
-	weak := !clear && !small && math.Abs(res.Change.Z) >= weakTargetZ && opts.ChangePoint <= 0
+	clear := math.Abs(res.Change.Z) >= minZ && !small && harm
+	weak := !clear && !small && harm && math.Abs(res.Change.Z) >= weakZ(dir) && opts.ChangePoint <= 0
+	res.VerdictReason, res.Why = changeWords(res.Change, pre, dir), WhyChanged
 	if !clear {
 		res.Verdict = VerdictNoIncident
+		res.VerdictReason, res.Why = noIncidentReason(target, res.Change, pre, minZ, minChange, dir, opts)
 	}
 	if len(cands) == 0 {
 		if res.Verdict == VerdictIncident {
-			res.Verdict = VerdictUnexplained
+			res.Verdict, res.Why = VerdictUnexplained, WhyNoCandidates
+			res.VerdictReason += "; there are no candidates"
 		}
 		return res, nil
 	}
@@ -382,6 +427,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	// rawShift is each candidate's own Shift, before its parents explain
 	// any of it: what the bypass check asks of a stage.
 	rawShift := make([]float64, len(cands))
+	stageMoved := make([]bool, len(cands))
 	hacLag := opts.HACLag
 	if hacLag <= 0 {
 		hacLag = int(math.Ceil(math.Sqrt(float64(n))))
@@ -404,6 +450,13 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		rk[i].Score, rk[i].At, rk[i].Shift = st.robust(resid, st.scale(c.Values)*1e-6)
 		_, _, rawShift[i] = st.robust(c.Values, st.scale(c.Values)*1e-6)
 		rk[i].PValue = st.shiftTest(resid, hacLag)
+		if rk[i].Node != "" && g.Node0(rk[i].Node).Family == FamilyStage {
+			// Whether a stage moved (the bypass check below) is asked of its
+			// own values, by the anomaly rule's two ways: a shift of at
+			// least MinShift IQR, or a sustained step at the change.
+			raw := Ranked{Shift: rawShift[i], PValue: st.shiftTest(c.Values, hacLag)}
+			stageMoved[i] = rawShift[i] >= minShift || sustained(&raw, c.Values, len(cands), alpha, res.Change, opts)
+		}
 	}
 
 	// Benjamini–Hochberg within each family.
@@ -428,7 +481,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 
 	// Causal checks: a root cause moves before or with the target and
 	// carries information about it beyond the change itself.
-	checkCauses(target, cands, rk, cp, opts, alpha)
+	checkCauses(target, cands, rk, cp, opts, alpha, dir)
 	// worthy: a candidate that can be a root cause. A mapped candidate
 	// whose information cannot be tested (it only steps, as a throttle
 	// bitmask does) keeps the benefit of the graph; an unmapped one needs
@@ -437,10 +490,12 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	// A mapped candidate whose stages did not move cannot have moved the
 	// target: when some of the first stage nodes downstream of it (on each
 	// path, the stage it acts on directly) have candidates in its group
-	// and none of them shifted by MinShift IQRs (their own values, not the
-	// residual: a stage its parents explain still moved), it is
+	// and none of them moved — by the anomaly rule's two ways, a shift of
+	// MinShift IQRs or a sustained step at the change, on their own values,
+	// not the residual: a stage its parents explain still moved — it is
 	// Bypassed (a backup job's network burst while the frontend time
-	// stays flat).
+	// stays flat). A mild load surge moves the queue by a sustained 1–2
+	// IQR: under the floor, but a move.
 	for i := range rk {
 		if rk[i].Node == "" || !rk[i].Anomalous || g.Node0(rk[i].Node).Family == FamilyStage {
 			continue
@@ -450,7 +505,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			for _, j := range byNode[st] {
 				if linked(i, j) {
 					seen++
-					moved = moved || rawShift[j] >= minShift
+					moved = moved || stageMoved[j]
 				}
 			}
 		}
@@ -503,6 +558,22 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			tiers[i] = 3
 		}
 	}
+	// explains: the root causes the graph links to another anomaly they
+	// explain. A fault moves what lies downstream of it; a decoy (a
+	// backup job's burst, mapped or not) moves nothing else, so among
+	// root causes those that explain another anomalous candidate come
+	// first, whatever the size of the decoy's own jump.
+	explains := make([]bool, len(rk))
+	for i := range rk {
+		if rk[i].Explained == "" {
+			continue
+		}
+		for j := range rk {
+			if rk[j].Name == rk[i].Explained {
+				explains[j] = true
+			}
+		}
+	}
 	order := make([]int, len(rk))
 	for i := range order {
 		order[i] = i
@@ -513,6 +584,12 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 			return c
 		}
 		if tiers[a] == 0 {
+			if explains[a] != explains[b] {
+				if explains[a] {
+					return -1
+				}
+				return 1
+			}
 			if c := cmp.Compare(rb.Shift, ra.Shift); c != 0 {
 				return c
 			}
@@ -528,13 +605,81 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		res.Ranking[k].Rank = k + 1
 		res.Ranking[k].Reason = reason(&res.Ranking[k], tiers[i], alpha, minShift)
 	}
-	if weak && len(order) > 0 && tiers[order[0]] == 0 && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts) {
-		res.Verdict = VerdictIncident
+	// A root cause carries information about the target itself (its
+	// Granger test) or through what it explains: a clock that only steps
+	// tests uninformative, while the decode time it slows, which the graph
+	// says it explains, predicts the target.
+	informs := func(i int) bool {
+		if rk[i].Informative {
+			return true
+		}
+		for j := range rk {
+			if rk[j].Explained == rk[i].Name && rk[j].Informative {
+				return true
+			}
+		}
+		return false
+	}
+	if weak && len(order) > 0 && tiers[order[0]] == 0 && informs(order[0]) && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
+		res.Verdict, res.Why = VerdictIncident, WhyCorroborated
+		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
 	}
 	if res.Verdict == VerdictIncident && (len(order) == 0 || tiers[order[0]] != 0) {
-		res.Verdict = VerdictUnexplained
+		res.Verdict, res.Why = VerdictUnexplained, WhyNoCause
+		res.VerdictReason += "; no candidate that moved before or with it passes the causal checks"
+	} else if res.Verdict == VerdictIncident {
+		res.VerdictReason += "; " + rk[order[0]].Name + " ranks first"
 	}
 	return res, nil
+}
+
+// weakZ is the pointwise 5 % point of the target's shift statistic at a
+// change time that is not searched for (weakTargetZ): two-sided when
+// either direction counts, one-sided (1.645) when the harmful direction
+// is known, because then only one tail is a finding.
+func weakZ(dir Direction) float64 {
+	if dir.sign() != 0 {
+		return weakTargetOneSided
+	}
+	return weakTargetZ
+}
+
+// weakTargetOneSided is the standard normal's 95 % point.
+const weakTargetOneSided = 1.6448536269514722
+
+// changeWords describes the target's change ch (pre its mean before).
+func changeWords(ch Change, pre float64, dir Direction) string {
+	verb := "rose"
+	if ch.Shift < 0 {
+		verb = "fell"
+	}
+	rel := ""
+	if pre > 0 {
+		rel = fmt.Sprintf(" %.1f %%", 100*math.Abs(ch.Shift)/pre)
+	}
+	return fmt.Sprintf("the target %s%s at the change (z = %.2f, direction %s)", verb, rel, ch.Z, dir)
+}
+
+// noIncidentReason says why the target's change at ch is no incident, in
+// words and as a Why code: it went the harmless way, or the largest change
+// either way did (an improvement), or it is too small.
+func noIncidentReason(target causal.Series, ch Change, pre, minZ, minChange float64, dir Direction, opts Options) (string, string) {
+	improved := func(c Change) bool {
+		return !dir.harmful(c.Shift) && math.Abs(c.Z) >= minZ && !(pre > 0 && math.Abs(c.Shift) < minChange*pre)
+	}
+	switch {
+	case !dir.harmful(ch.Shift):
+		return changeWords(ch, pre, dir) + ": the target improved, which is no incident", WhyImproved
+	case dir.sign() != 0 && opts.ChangePoint <= 0:
+		if u, err := Onset(target, opts.ChangeMethod, opts.MinBefore); err == nil && improved(u) {
+			return changeWords(u, newCumsum(target.Values).mean(0, u.At), dir) +
+				fmt.Sprintf(": the target improved, which is no incident; its largest change the harmful way has z = %.2f", ch.Z), WhyImproved
+		}
+	}
+	if pre > 0 && math.Abs(ch.Shift) < minChange*pre {
+		return changeWords(ch, pre, dir) + fmt.Sprintf(": less than %g %% of its mean, no change", 100*minChange), WhyTooSmall
+	}
+	return changeWords(ch, pre, dir) + fmt.Sprintf(": |z| under %g, no change", minZ), WhyNoChange
 }
 
 // sustained reports whether r's shift, smaller than MinShift, is a
@@ -567,17 +712,19 @@ const weakTargetZ = 1.96
 // |z| ≥ MinTargetZ guards against the largest of many splits of noise
 // passing for a change; at a split pointed at by a candidate that itself
 // stepped clearly there, the target's change is not searched for, and the
-// pointwise test (|z| ≥ 1.96) is the right one. Required of r: it carries
-// information about the target beyond the step (Informative, not only the
-// graph's word); its own least-squares split has |z| ≥ MinTargetZ — a
+// pointwise test (|z| ≥ 1.96, or 1.645 one-sided when the harmful
+// direction is known) is the right one. Required of r (besides informing
+// about the target, which Rank checks: itself or through an informative
+// anomaly it explains, not only on the graph's word): it precedes the
+// target; its own least-squares split has |z| ≥ MinTargetZ — a
 // sustained step of its own, the kind a fault makes and slow wander rarely
 // does — and lies within the target's 95 % change-time set widened by
-// LeadTolerance; and at that split the target itself moved the same way
-// with pointwise |z| ≥ 1.96. A mild load surge moves one host's request
+// LeadTolerance; and at that split the target itself moved the same,
+// harmful, way with pointwise |z| ≥ weakZ. A mild load surge moves one host's request
 // rate by 15 % (z ≈ 5) and the fleet's TTFT by 3–5 % (z ≈ 2–3): the rate
 // is the evidence.
-func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options) bool {
-	if !r.Informative || !r.Precedes {
+func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options, dir Direction) bool {
+	if !r.Precedes {
 		return false
 	}
 	minZ, tol := corroborationLimits(opts)
@@ -587,7 +734,7 @@ func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Opti
 	}
 	tr := ranks(target)
 	sh, z := newCumsum(tr).shiftZ(tr, own.At)
-	return math.Abs(z) >= weakTargetZ && sh*ch.Z > 0
+	return math.Abs(z) >= weakZ(dir) && sh*ch.Z > 0 && dir.harmful(sh)
 }
 
 func corroborationLimits(opts Options) (minZ float64, tol int) {
@@ -618,7 +765,7 @@ const maxProposals = 3
 // together (a surge moves the rate, the batch and the power), so the
 // proposals cluster; a noisy series elsewhere proposes a time of its own,
 // which is why more than one is tried.
-func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options) []Change {
+func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options, dir Direction) []Change {
 	minZ, tol := corroborationLimits(opts)
 	minChange := opts.MinTargetChange
 	if minChange <= 0 {
@@ -647,7 +794,7 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options) [
 		_, z := tcs.shiftZ(tr, own.At)
 		pre := raw.mean(0, own.At)
 		shift := raw.mean(own.At, n) - pre
-		if math.Abs(z) < weakTargetZ || (pre > 0 && math.Abs(shift) < minChange*pre) {
+		if math.Abs(z) < weakZ(dir) || !dir.harmful(z) || (pre > 0 && math.Abs(shift) < minChange*pre) {
 			continue
 		}
 		props = append(props, prop{Change{At: own.At, Low: own.Low, High: own.High, Shift: shift, Z: z, Prob: math.NaN(), Method: "corroborated by " + c.Name}, math.Abs(own.Z)})
@@ -668,7 +815,7 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options) [
 // that merely jumps when the target does (a decoy starting at the same
 // moment) carries no information; one whose fluctuations move the target
 // does.
-func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, opts Options, alpha float64) {
+func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, opts Options, alpha float64, dir Direction) {
 	n := len(target.Values)
 	maxLag := opts.MaxLag
 	if maxLag <= 0 {
@@ -702,7 +849,7 @@ func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, o
 	var ps []float64
 	// Onsets are compared by one method on both sides: the least-squares
 	// split of the target, whatever found the change point.
-	tc, err := Onset(target, MethodMeanShift, opts.MinBefore)
+	tc, err := OnsetDirected(target, MethodMeanShift, opts.MinBefore, dir)
 	if err != nil {
 		tc = Change{At: cp, High: cp}
 	}

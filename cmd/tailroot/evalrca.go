@@ -109,9 +109,9 @@ func evalFleet(seeds int, first uint64, misses, asJSON bool) error {
 		fmt.Println()
 		for _, c := range rep.Cases {
 			if c.Truth.Fault && c.TailrootRank != 1 {
-				fmt.Printf("%s seed %d: verdict %q, cause at rank %d (BARO %d); first: %s\n", c.Class, c.Seed, c.Verdict, c.TailrootRank, c.BARORank, c.TailrootTop)
+				fmt.Printf("%s seed %d: verdict %q, cause at rank %d (BARO %d); first: %s\n  why: %s\n", c.Class, c.Seed, c.Verdict, c.TailrootRank, c.BARORank, c.TailrootTop, c.VerdictReason)
 			} else if !c.Truth.Fault && c.Verdict != "no incident" {
-				fmt.Printf("%s seed %d: verdict %q; first: %s\n", c.Class, c.Seed, c.Verdict, c.TailrootTop)
+				fmt.Printf("%s seed %d: verdict %q; first: %s\n  why: %s\n", c.Class, c.Seed, c.Verdict, c.TailrootTop, c.VerdictReason)
 			}
 		}
 	}

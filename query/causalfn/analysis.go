@@ -133,6 +133,36 @@ type RootCauseOptions struct {
 	// KeepFirstDuplicate keeps the first of candidates with equal IDs
 	// (with a warning) instead of failing.
 	KeepFirstDuplicate bool
+	// TargetUnit and TargetHelp are the target family's metadata, when the
+	// caller has them. They only matter when the harmful direction is
+	// inferred (see TargetDirection).
+	TargetUnit, TargetHelp string
+}
+
+// DirectionLabel is the target label that gives root_cause the harmful
+// direction ("up", "down" or "both"): PromQL functions take no options,
+// so a direction is attached to the target with label_replace, as a
+// candidate's node is.
+const DirectionLabel = "direction"
+
+// TargetDirection is the harmful direction of a ranking's target: given
+// (the endpoint's direction parameter) if not ""; else the target's
+// DirectionLabel; else inferred from the target's metric name (or the
+// family its expression selects), unit and help (rca.HarmfulDirection).
+// Errors wrap causal.ErrArgument for a value other than up, down, both.
+func TargetDirection(given rca.Direction, target Input, unit, help string) (rca.Direction, error) {
+	if given != "" {
+		return rca.ParseDirection(string(given))
+	}
+	if v := target.Labels.Get(DirectionLabel); v != "" {
+		d, err := rca.ParseDirection(v)
+		if err != nil {
+			return "", fmt.Errorf("target label %s: %w", DirectionLabel, err)
+		}
+		return d, nil
+	}
+	s := target.series()
+	return rca.HarmfulDirection(s.name(), unit, help), nil
 }
 
 // RootCauseResult is a ranking with the aligned data it was computed on.
@@ -162,7 +192,8 @@ const minCoverage = 0.5
 // has no value are dropped from all, with a warning. The per-candidate
 // lead (MaxLag) is computed only when the aligned points have no hole,
 // else it is left out with a warning: a lagged test pairs points by
-// position. Errors are rca.Rank's, and a duplicate candidate ID unless
+// position. The target's harmful direction is TargetDirection's. Errors
+// are rca.Rank's, a bad direction, and a duplicate candidate ID unless
 // KeepFirstDuplicate.
 func RootCause(target Input, cands []Input, opts RootCauseOptions) (*RootCauseResult, error) {
 	res := &RootCauseResult{Lag: map[string]int{}}
@@ -210,6 +241,11 @@ func RootCause(target Input, cands []Input, opts RootCauseOptions) (*RootCauseRe
 	}
 	ro := opts.Rank
 	ro.ChangePoint = 0
+	dir, err := TargetDirection(ro.Direction, target, opts.TargetUnit, opts.TargetHelp)
+	if err != nil {
+		return nil, err
+	}
+	ro.Direction = dir
 	if opts.ChangeAt != 0 {
 		k, _ := slices.BinarySearch(ts, opts.ChangeAt)
 		if k >= len(ts) {

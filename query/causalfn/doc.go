@@ -54,7 +54,11 @@
 //     candidate with values at fewer than half of them is left out with a
 //     warning rather than shrinking everyone's window. root_cause adds one
 //     sample {statistic="verdict", verdict="incident" | "no incident" |
-//     "unexplained"} (rca.Result.Verdict).
+//     "unexplained", direction="up" | "down" | "both", reason="improved" |
+//     …} (rca.Result.Verdict, Direction, Why). The target's harmful
+//     direction comes from a "direction" label on it (label_replace), else
+//     from its name (TargetDirection); the endpoint's direction parameter
+//     is the same knob.
 //   - Native histogram series are an error: pass floats
 //     (histogram_quantile, histogram_avg).
 package causalfn

@@ -192,8 +192,14 @@ func funcRootCause(ctx context.Context, c *query.Call) (promql.Vector, annotatio
 	}
 	// The verdict: one sample without a candidate, valued at the change
 	// time, whose verdict label is "incident", "no incident" or
-	// "unexplained".
-	res.vec = append(res.vec, promql.Sample{Metric: labels.FromStrings("statistic", "verdict", "verdict", rk.Verdict), T: res.t, F: float64(rk.T[rk.ChangePoint]) / 1000})
+	// "unexplained", direction the harmful direction it used and reason
+	// rca.Result.Why: one word from a short list ("improved", "no change",
+	// …), so a range query's verdict keeps few series where the words of
+	// rca.Result.VerdictReason, with their numbers, would make one a step.
+	res.vec = append(res.vec, promql.Sample{
+		Metric: labels.FromStrings("statistic", "verdict", "verdict", rk.Verdict, "direction", string(rk.Direction), "reason", rk.Why),
+		T:      res.t, F: float64(rk.T[rk.ChangePoint]) / 1000,
+	})
 	sortStats(res.vec)
 	return res.vec, annos, nil
 }

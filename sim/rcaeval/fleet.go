@@ -48,7 +48,9 @@ type FleetCase struct {
 	// first true cause (0: missed, or a verdict other than "incident"),
 	// BARORank plain BARO's at BOCPD's change point, LSRank BARO's at the
 	// least-squares change point.
-	Verdict                        string
+	Verdict string
+	// VerdictReason is tailroot's reason for the verdict, in words.
+	VerdictReason                  string
 	TailrootRank, BARORank, LSRank int
 	TailrootTop, BAROTop, LSTop    string
 	Candidates                     int
@@ -131,6 +133,18 @@ func runFleetCase(c fleet.Class, seed uint64, ro rca.Options) (FleetCase, error)
 	if err != nil {
 		return FleetCase{}, err
 	}
+	target, rc := fleetInputs(inc)
+	ro.ChangePoint = 0
+	res, err := rca.Rank(target, rc, ro)
+	if err != nil {
+		return FleetCase{}, err
+	}
+	return scoreFleetCase(inc, c, seed, target, rc, res)
+}
+
+// fleetInputs turns an incident's stored series into the target (the
+// fleet's mean TTFT) and the candidates, as discovery sees them (RunFleet).
+func fleetInputs(inc *fleet.Incident) (causal.Series, []rca.Candidate) {
 	n := int(inc.End.Sub(inc.Start)/inc.Step) + 1
 	idx := func(t int64) int {
 		return int(math.Round(float64(t-inc.Start.UnixMilli()) / float64(inc.Step.Milliseconds())))
@@ -281,12 +295,12 @@ func runFleetCase(c fleet.Class, seed uint64, ro rca.Options) (FleetCase, error)
 			rc = append(rc, rca.Candidate{Name: id, Metric: a.metric, Labels: a.labels, Values: a.vals})
 		}
 	}
-	target := causal.Series{Name: "fleet mean TTFT", Values: tv}
-	ro.ChangePoint = 0
-	res, err := rca.Rank(target, rc, ro)
-	if err != nil {
-		return FleetCase{}, err
-	}
+	return causal.Series{Name: "vllm:time_to_first_token_seconds (fleet mean)", Values: tv}, rc
+}
+
+// scoreFleetCase compares res and the baselines with the incident's truth.
+func scoreFleetCase(inc *fleet.Incident, c fleet.Class, seed uint64, target causal.Series, rc []rca.Candidate, res *rca.Result) (FleetCase, error) {
+	tv := target.Values
 	hostOf := map[string]string{}
 	joins := rca.JoinHosts(func() []map[string]string {
 		out := make([]map[string]string, len(rc))
@@ -309,7 +323,7 @@ func runFleetCase(c fleet.Class, seed uint64, ro rca.Options) (FleetCase, error)
 		return 0
 	}
 	fc := FleetCase{
-		Class: c, Seed: seed, Truth: tr, Verdict: res.Verdict, Candidates: len(rc), OnsetError: map[string]float64{},
+		Class: c, Seed: seed, Truth: tr, Verdict: res.Verdict, VerdictReason: res.VerdictReason, Candidates: len(rc), OnsetError: map[string]float64{},
 		TargetZ: res.Change.Z, TargetChange: res.Change.Shift / mean(tv[:res.ChangePoint]),
 	}
 	var tail []string
