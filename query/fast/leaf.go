@@ -52,7 +52,6 @@ type shard struct {
 	cset     storage.ChunkSeriesSet
 	it       chunkenc.Iterator
 	cit      chunks.Iterator
-	scratch  []byte // a padded copy of the chunk being decoded
 	worker
 	hash uint64 // of the labels of the batch it walked (sampleBatches)
 	n    int    // series it walked in the batch (sampleBatches)
@@ -483,7 +482,7 @@ func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []chunks.Meta, lse
 			sh.it = m.Chunk.Iterator(sh.it)
 		}
 		if whole {
-			buf, sh.scratch, err = appendXOR(buf, sh.scratch, m.Chunk.Bytes(), f)
+			buf, err = appendXOR(buf, m.Chunk.Bytes(), f)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", lset, err)
 			}
