@@ -114,6 +114,17 @@ func TestAppendXOR(t *testing.T) {
 		steps := 1 + r.IntN(200)
 		f.end = f.start + int64(steps-1)*f.interval
 		checkDecode(t, c, f, steps)
+		// Steps and windows on the scrape grid, as dashboards ask for
+		// them: samples fall exactly on windows' ends and starts.
+		const grid = 15_000
+		g := &sampleFilter{
+			start: t0 + int64(r.IntN(20)-5)*grid, interval: int64(1+r.IntN(20)) * grid,
+			dropStale: r.IntN(2) == 0,
+		}
+		g.width = int64(1+r.IntN(int(2*g.interval/grid))) * grid
+		steps = 1 + r.IntN(100)
+		g.end = g.start + int64(steps-1)*g.interval
+		checkDecode(t, c, g, steps)
 	}
 }
 
