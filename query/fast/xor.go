@@ -196,12 +196,13 @@ func (f *sampleFilter) keepSorted(buf []fpoint, from int) []fpoint {
 	return out
 }
 
-// decodeXOR appends every sample of the XOR chunk data to buf. It reads
-// the bits from a word that one refill per sample keeps full (see refill),
-// takes the fields from its top bits, and decodes a value's header without
-// branches; the values it yields are bitwise those of the chunk iterator
-// (FuzzXORDecode checks it). Its loop keeps its state in registers: a read
-// past the end of the bytes yields zeros and is caught once, after it.
+// decodeXOR appends every sample of the XOR chunk data to buf. It cuts a
+// sample's fields from one loaded word where they fit (see load); the
+// values it yields are bitwise those of the chunk iterator (FuzzXORDecode
+// checks it). A read past the end of the bytes yields zeros and is caught
+// once, after the loop, rather than per sample. (Tracking here whether the
+// times go down, for keep, costs more than keep's own pass: it takes
+// registers the loop needs.)
 func decodeXOR(buf []fpoint, data []byte) ([]fpoint, error) {
 	if len(data) < 2 {
 		return buf, errCorruptChunk
