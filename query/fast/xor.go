@@ -16,8 +16,8 @@ var errCorruptChunk = errors.New("corrupt XOR chunk")
 // to end. Its arithmetic assumes start-width and end+4*interval fit an
 // int64 (the evaluator hands back queries near the ends of time). A sample
 // outside every window changes no step's value (a window that held samples
-// on both sides of it would hold it too), so it is dropped before it costs
-// a copy, and a chunk outside every window is not decoded at all.
+// on both sides of it would hold it too), so it is dropped before any step
+// sees it, and a chunk outside every window is not decoded at all.
 type sampleFilter struct {
 	start, end, interval, width int64
 	dropStale                   bool // range functions ignore stale markers
@@ -49,10 +49,10 @@ func (f *sampleFilter) overlaps(mint, maxt int64) bool {
 // The decoder reads the chunk's bit stream by position: load returns the
 // 64 bits from a bit position on, of which at least the top 57 are the
 // stream's, and a sample's fields are cut from one such word wherever
-// they fit in it (a delta of deltas of at most 24 bits and a value's
-// header and bits up to 57 in all: for regular scrapes, nearly every
-// sample), so the loads that one sample waits for before the next are one
-// where the chunk iterator makes several calls per field. The chunk is
+// they fit in it (a delta of deltas of at most 24 bits, then a value's
+// header and bits, up to 57 in all: for regular scrapes, nearly every
+// sample), so a sample usually costs one load, where the chunk iterator
+// makes several calls per field. The chunk is
 // decoded where it lies, not from a padded copy: near its end load takes
 // the last 8 bytes and shifts the ones before the position away, zeros
 // past the end.
@@ -84,8 +84,8 @@ func readBits(b []byte, pos, k uint) uint64 {
 // encoding: a sample count, then timestamps as delta-of-deltas and values
 // as XORs with the previous value, bit-packed) and appends the samples f
 // keeps to buf. It decodes every sample first (decodeXOR) and filters
-// them in place after: the decoding loop then keeps its state in
-// registers, and the filter is a loop of predictable branches.
+// them in place after: the decoding loop then has fewer values to keep
+// live, and the filter is a loop of predictable branches.
 func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 	from := len(buf)
 	buf, err := decodeXOR(buf, data)
