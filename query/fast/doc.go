@@ -46,9 +46,15 @@
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this
 //     package's own loop (xor.go, checked against the chunk iterator by
-//     FuzzXORDecode), and samples outside every window are not copied;
-//     other chunks go through their own iterators, and storage without
-//     chunks through sample iterators.
+//     FuzzXORDecode) from the chunk's bytes where they lie, and samples
+//     outside every window are dropped in a second pass over the decoded
+//     ones before any step sees them; other chunks go through their own
+//     iterators, and storage without chunks through sample iterators.
+//   - Per step, rate and increase (rate.go) compute only what the window's
+//     ends, its resets and, when the sample times shift against the
+//     window, the time-only part of the extrapolation need; the zero
+//     clamp's division is skipped where a multiplication proves it cannot
+//     apply (TestClampFree).
 //   - Memory is bounded by a batch of series at a time: one series' samples
 //     per worker and one column of step values per series of the batch,
 //     plus the aggregated output; samples are never all materialised.

@@ -52,7 +52,6 @@ type shard struct {
 	cset     storage.ChunkSeriesSet
 	it       chunkenc.Iterator
 	cit      chunks.Iterator
-	scratch  []byte // a padded copy of the chunk being decoded
 	worker
 	hash uint64 // of the labels of the batch it walked (sampleBatches)
 	n    int    // series it walked in the batch (sampleBatches)
@@ -483,7 +482,7 @@ func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []chunks.Meta, lse
 			sh.it = m.Chunk.Iterator(sh.it)
 		}
 		if whole {
-			buf, sh.scratch, err = appendXOR(buf, sh.scratch, m.Chunk.Bytes(), f)
+			buf, err = appendXOR(buf, m.Chunk.Bytes(), f)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", lset, err)
 			}
@@ -578,22 +577,14 @@ func (wk *worker) instantSteps(ev *evaluator, c *column) bool {
 }
 
 func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
-	buf, rng := wk.buf, l.rng.Milliseconds()
-	isCounter := l.fn == "rate" || l.fn == "increase"
-	isRate := l.fn == "rate"
-	kind := rangeFuncKinds[l.fn]
-	if isCounter {
-		// Positions where the counter went down, in order: rate adds the
-		// value before each one inside the window, as upstream does.
-		wk.resets = wk.resets[:0]
-		for i := 1; i < len(buf); i++ {
-			if buf[i].f < buf[i-1].f {
-				wk.resets = append(wk.resets, i)
-			}
-		}
+	if l.fn == "rate" || l.fn == "increase" {
+		return wk.counterSteps(ev, l, c, l.fn == "rate")
 	}
+	buf, rng := wk.buf, l.rng.Milliseconds()
+	rr := rangeOf(l)
+	kind := rangeFuncKinds[l.fn]
 	any := false
-	lo, hi, r := 0, 0, 0
+	lo, hi := 0, 0
 	ts := ev.start
 	for i := 0; i < ev.steps; i, ts = i+1, ts+ev.interval {
 		for lo < len(buf) && buf[lo].t <= ts-rng {
@@ -612,14 +603,8 @@ func (wk *worker) rangeSteps(ev *evaluator, l *leaf, c *column) bool {
 		)
 		switch kind {
 		case fnRate:
-			if isCounter {
-				for r < len(wk.resets) && wk.resets[r] <= lo {
-					r++
-				}
-				v, ok = wk.rc.extrapolatedRate(w, wk.resets[r:], lo, hi, ts, l, isCounter, isRate)
-			} else {
-				v, ok = wk.rc.extrapolatedRate(w, nil, lo, hi, ts, l, false, false)
-			}
+			// delta: rate and increase went to counterSteps.
+			v, ok = wk.rc.extrapolatedRate(w, nil, lo, hi, ts, rr, false, false)
 		case fnIrate:
 			v, ok = irate(w)
 		case fnSum:
@@ -680,89 +665,6 @@ var rangeFuncKinds = map[string]int{
 	"rate": fnRate, "increase": fnRate, "delta": fnRate, "irate": fnIrate,
 	"sum_over_time": fnSum, "avg_over_time": fnAvg, "min_over_time": fnMin,
 	"max_over_time": fnMax, "count_over_time": fnCount, "last_over_time": fnLast,
-}
-
-// rateCache keeps the time-only part of the last extrapolation: the
-// durations to the window's ends (after the threshold test), the sampled
-// interval and the factor they give. They depend only on the sample
-// times relative to the window and the sample count, which repeat step
-// after step for regular scrapes; the same inputs give the same floats,
-// so reusing them changes no bit of the result.
-type rateCache struct {
-	valid                         bool
-	toStart, toEnd, sampled       int64 // the key: ms from the window's start, to its end, between first and last
-	n                             int
-	durToStart, durToEnd, sampInt float64
-	factor                        float64 // without the counter's zero clamp
-}
-
-// extrapolatedRate is upstream's rate/increase/delta for float samples
-// without start timestamps, with the same arithmetic in the same order.
-// resets holds the positions (in the series buffer) of counter resets from
-// the window's second sample on; only those below hi count.
-func (rc *rateCache) extrapolatedRate(w []fpoint, resets []int, lo, hi int, ts int64, l *leaf, isCounter, isRate bool) (float64, bool) {
-	n := len(w) - 1
-	if n == 0 {
-		return 0, false
-	}
-	rangeStart, rangeEnd := ts-l.rng.Milliseconds(), ts
-	firstT, lastT := w[0].t, w[n].t
-	result := w[n].f - w[0].f
-	if isCounter {
-		for _, pos := range resets {
-			if pos >= hi {
-				break
-			}
-			result += w[pos-lo-1].f
-		}
-	}
-	toStart, toEnd, sampled := firstT-rangeStart, rangeEnd-lastT, lastT-firstT
-	if !rc.valid || rc.toStart != toStart || rc.toEnd != toEnd || rc.sampled != sampled || rc.n != n {
-		durationToStart := float64(toStart) / 1000
-		durationToEnd := float64(toEnd) / 1000
-		sampledInterval := float64(sampled) / 1000
-		averageDurationBetweenSamples := sampledInterval / float64(n)
-		extrapolationThreshold := averageDurationBetweenSamples * 1.1
-		if durationToStart >= extrapolationThreshold {
-			durationToStart = averageDurationBetweenSamples / 2
-		}
-		if durationToEnd >= extrapolationThreshold {
-			durationToEnd = averageDurationBetweenSamples / 2
-		}
-		*rc = rateCache{
-			valid: true, toStart: toStart, toEnd: toEnd, sampled: sampled, n: n,
-			durToStart: durationToStart, durToEnd: durationToEnd, sampInt: sampledInterval,
-			factor: extrapolationFactor(sampledInterval, durationToStart, durationToEnd, l, isRate),
-		}
-	}
-	factor := rc.factor
-	if isCounter {
-		// Upstream clamps the start towards where the counter would
-		// have been zero (before the end's threshold test, which does
-		// not depend on it).
-		durationToStart := rc.durToStart
-		durationToZero := durationToStart
-		if result > 0 && w[0].f >= 0 {
-			durationToZero = rc.sampInt * (w[0].f / result)
-		}
-		if durationToZero < durationToStart {
-			factor = extrapolationFactor(rc.sampInt, durationToZero, rc.durToEnd, l, isRate)
-		}
-	}
-	return result * factor, true
-}
-
-// extrapolationFactor is upstream's factor from the sampled interval and
-// the durations to extrapolate at both ends.
-func extrapolationFactor(sampledInterval, durationToStart, durationToEnd float64, l *leaf, isRate bool) float64 {
-	factor := 1.0
-	if sampledInterval != 0 {
-		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
-	}
-	if isRate {
-		factor /= l.rng.Seconds()
-	}
-	return factor
 }
 
 // irate is upstream's instantValue for two float samples without start
