@@ -34,11 +34,12 @@ type aggGroup struct {
 	lset     labels.Labels
 	dropName bool
 	seen     []bool
-	val      []float64 // floatValue
-	c        []float64 // Kahan compensation
-	mean     []float64 // avg: incremental mean
-	count    []float64 // avg, count: groupCount
-	incr     []bool    // avg: incremental mean in use
+	val      []float64  // floatValue
+	c        []float64  // Kahan compensation
+	mean     []float64  // avg: incremental mean
+	count    []float64  // avg, count: groupCount
+	incr     []bool     // avg: incremental mean in use
+	hist     *histGroup // sum over histograms (histogram_agg.go)
 }
 
 func newAggregator(ev *evaluator, a *aggregate) *aggregator {
@@ -108,6 +109,9 @@ func (ag *aggregator) batch(cols []*column) error {
 		}
 	}
 	op := ag.a.op
+	if op == parser.SUM && histColumns(cols) {
+		return ag.histSum(cols)
+	}
 	if op == parser.SUM {
 		// The dashboards' aggregation, without the per-value switch.
 		return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
@@ -187,6 +191,9 @@ func (ag *aggregator) batch(cols []*column) error {
 
 // output turns the groups into columns, in group order.
 func (ag *aggregator) output() []*column {
+	if len(ag.groups) > 0 && ag.groups[0].hist != nil {
+		return ag.histOutput()
+	}
 	out := make([]*column, 0, len(ag.groups))
 	for _, g := range ag.groups {
 		c := &column{lset: g.lset, dropName: g.dropName, has: g.seen, v: g.val}

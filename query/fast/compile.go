@@ -46,6 +46,7 @@ type leaf struct {
 	hintFunc string
 	hintBy   bool
 	hintGrp  []string
+	hist     bool // may read native histograms (runHistLeaf)
 }
 
 // binop applies a binary operator between each output value and a number.
@@ -173,6 +174,7 @@ func (p *Plan) compile(expr parser.Expr, path []parser.Node) (node, bool) {
 			dropName: e.Func.Name != "last_over_time",
 		}
 		l.hintFunc, l.hintBy, l.hintGrp = hintsFromPath(append(path, e))
+		l.hist = (e.Func.Name == "rate" || e.Func.Name == "increase") && histPathOK(path)
 		p.leafs = append(p.leafs, l)
 		return l, true
 	case *parser.AggregateExpr:

@@ -105,7 +105,7 @@ func TestNativeHistogramRemembered(t *testing.T) {
 	start := diffStart.Add(time.Hour)
 	var results []string
 	for range 2 {
-		qry, err := ng.NewRangeQuery(context.Background(), db, nil, `histogram_quantile(0.9, sum(rate(ttft_seconds[5m])))`, start, start.Add(time.Hour), time.Minute)
+		qry, err := ng.NewRangeQuery(context.Background(), db, nil, `sum(irate(ttft_seconds[5m]))`, start, start.Add(time.Hour), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
