@@ -72,6 +72,7 @@ type column struct {
 	has      []bool
 	dropName bool
 	h        []histogram.FloatHistogram // a step's histogram where the column holds them (histogram.go)
+	hraw     []bool                     // h[i] is a dense rate yet to compact and multiply by v[i] (histogram_dense.go)
 }
 
 // sink receives columns in upstream's series order. cols is reused once

@@ -61,6 +61,9 @@ type histShard struct {
 	it      chunkenc.Iterator
 	pts     []hpoint // the series' samples in the windows; pts[:cap] keep their histograms
 	zero    histogram.FloatHistogram
+	resets  []bool // resets[j]: pts[j].h.DetectReset(pts[j-1].h)
+	breaks  []int  // breaks[j+1]-breaks[j]: pts[j] has another layout than pts[j-1] (or a gauge hint)
+	below   belowCache
 	annos   []error // one step's annotations, before they go to the evaluator
 	hash    uint64
 	n       int
@@ -113,9 +116,14 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 	defer putBuffers(bufs)
 	cols := ev.columns(l, bufs, 0, batch)
 	hs := make([]histogram.FloatHistogram, batch*ev.steps)
+	raw := make([]bool, batch*ev.steps)
 	for i := range cols {
 		cols[i].h = hs[i*ev.steps : (i+1)*ev.steps]
+		cols[i].hraw = raw[i*ev.steps : (i+1)*ev.steps]
 	}
+	// A sum takes dense rates as they are; other sinks get upstream's
+	// histograms.
+	_, dense := s.(*aggregator)
 	nonEmpty := make([]bool, batch)
 	workers := len(shards)
 	var (
@@ -175,8 +183,12 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 			// units and holds the whole inner result at once.
 			for j, h := range cols[i].has {
 				if h {
+					// A dense rate is at most its compacted size.
 					total += (cols[i].h[j].Size() + 8) / 16
 				}
+			}
+			if !dense {
+				materialize(&cols[i])
 			}
 			out = append(out, &cols[i])
 		}
@@ -251,13 +263,17 @@ func (sh *histShard) read(ev *evaluator, l *leaf) error {
 	return nil
 }
 
-// rateSteps computes rate or increase at every step from pts into c.h.
+// rateSteps computes rate or increase at every step from pts into c.h:
+// a window whose histograms share one layout by denseRate, the others
+// by histogramRate.
 func (sh *histShard) rateSteps(ev *evaluator, l *leaf, c *column) (bool, error) {
 	clear(c.has)
+	clear(c.hraw)
 	pts, rng := sh.pts, l.rng.Milliseconds()
 	if len(pts) < 2 {
 		return false, nil
 	}
+	sh.pairs(pts)
 	isRate := l.fn == "rate"
 	name := c.lset.Get(model.MetricNameLabel)
 	any := false
@@ -271,6 +287,13 @@ func (sh *histShard) rateSteps(ev *evaluator, l *leaf, c *column) (bool, error) 
 			hi++
 		}
 		if hi-lo < 2 {
+			continue
+		}
+		if sh.breaks[hi]-sh.breaks[lo+1] == 0 {
+			sh.denseRate(pts[lo:hi], sh.resets[lo:hi], &c.h[i])
+			c.v[i] = histFactor(pts[lo:hi], c.h[i].Count, ts, l, isRate)
+			c.has[i], c.hraw[i] = true, true
+			any = true
 			continue
 		}
 		sh.annos = sh.annos[:0]
@@ -374,6 +397,12 @@ func (sh *histShard) histogramRate(w []hpoint, dst *histogram.FloatHistogram, na
 // histogram counter: the same arithmetic on the window's times and the
 // first sample's count, then Mul by the factor.
 func extrapolateHistogram(w []hpoint, h *histogram.FloatHistogram, ts int64, l *leaf, isRate bool) {
+	h.Mul(histFactor(w, h.Count, ts, l, isRate))
+}
+
+// histFactor is the extrapolation factor of a histogram rate whose count
+// (before the factor) is count.
+func histFactor(w []hpoint, count float64, ts int64, l *leaf, isRate bool) float64 {
 	n := len(w) - 1
 	rangeStart, rangeEnd := ts-l.rng.Milliseconds(), ts
 	firstT, lastT := w[0].t, w[n].t
@@ -386,8 +415,8 @@ func extrapolateHistogram(w []hpoint, h *histogram.FloatHistogram, ts int64, l *
 		durationToStart = averageDurationBetweenSamples / 2
 	}
 	durationToZero := durationToStart
-	if h.Count > 0 && w[0].h.Count >= 0 {
-		durationToZero = sampledInterval * (w[0].h.Count / h.Count)
+	if count > 0 && w[0].h.Count >= 0 {
+		durationToZero = sampledInterval * (w[0].h.Count / count)
 	}
 	if durationToZero < durationToStart {
 		durationToStart = durationToZero
@@ -402,7 +431,7 @@ func extrapolateHistogram(w []hpoint, h *histogram.FloatHistogram, ts int64, l *
 	if isRate {
 		factor /= l.rng.Seconds()
 	}
-	h.Mul(factor)
+	return factor
 }
 
 // histColumns reports whether cols hold histograms (a leaf's columns are

@@ -4,32 +4,20 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/util/annotations"
 )
 
-// histGroup is a sum's state per step over histograms: upstream's
-// groupedAggregation histogramValue, histogramKahanC and counter reset
-// flags.
+// histGroup is a sum's state per step over histograms (histogram_dense.go).
 type histGroup struct {
-	val          []histogram.FloatHistogram
-	c            []*histogram.FloatHistogram
-	resetSeen    []bool
-	notResetSeen []bool
+	steps []denseSum
 }
 
 // histSum folds a batch of histogram columns into the sum's groups, in
-// series order per step, as upstream's aggregation does: the first
-// histogram copied, the next ones added with KahanAdd. An error (mixed
-// exponential and custom buckets) or a reconciliation of custom bucket
-// bounds hands the query back.
+// series order per step, as upstream's aggregation does (denseSum). What
+// the dense sum does not take hands the query back.
 func (ag *aggregator) histSum(cols []*column) error {
 	for _, g := range ag.groups {
 		if g.hist == nil {
-			steps := ag.ev.steps
-			g.hist = &histGroup{
-				val: make([]histogram.FloatHistogram, steps), c: make([]*histogram.FloatHistogram, steps),
-				resetSeen: make([]bool, steps), notResetSeen: make([]bool, steps),
-			}
+			g.hist = &histGroup{steps: make([]denseSum, ag.ev.steps)}
 		}
 	}
 	return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
@@ -40,47 +28,29 @@ func (ag *aggregator) histSum(cols []*column) error {
 				if !c.has[i] {
 					continue
 				}
-				h := &c.h[i]
-				switch h.CounterResetHint {
-				case histogram.CounterReset:
-					hg.resetSeen[i] = true
-				case histogram.NotCounterReset:
-					hg.notResetSeen[i] = true
-				}
+				raw := c.hraw != nil && c.hraw[i]
 				if !g.seen[i] {
 					g.seen[i] = true
-					h.CopyTo(&hg.val[i])
-					hg.c[i] = nil
-					continue
+					hg.steps[i].n = 0
 				}
-				nc, _, reconciled, err := hg.val[i].KahanAdd(h, hg.c[i])
-				if err != nil || reconciled {
+				if !hg.steps[i].add(&c.h[i], c.v[i], raw) {
 					return ErrFallback
 				}
-				hg.c[i] = nc
 			}
 		}
 		return nil
 	})
 }
 
-// histOutput finishes the sums: the compensation added, Compact(0), and
-// upstream's annotation where a step saw both counter reset hints.
+// histOutput finishes the sums into histogram columns.
 func (ag *aggregator) histOutput() []*column {
 	out := make([]*column, 0, len(ag.groups))
 	for _, g := range ag.groups {
 		hg := g.hist
-		c := &column{lset: g.lset, dropName: g.dropName, has: g.seen, v: g.val, h: hg.val}
+		c := &column{lset: g.lset, dropName: g.dropName, has: g.seen, v: g.val, h: make([]histogram.FloatHistogram, len(g.seen))}
 		for i, seen := range g.seen {
-			if !seen {
-				continue
-			}
-			if hg.c[i] != nil {
-				_, _, _, _ = hg.val[i].Add(hg.c[i])
-			}
-			hg.val[i].Compact(0)
-			if hg.resetSeen[i] && hg.notResetSeen[i] {
-				ag.ev.addAnno(annotations.NewHistogramCounterResetCollisionWarning(ag.a.exprPos, annotations.HistogramAgg))
+			if seen {
+				hg.steps[i].output(&c.h[i])
 			}
 		}
 		out = append(out, c)
