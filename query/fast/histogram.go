@@ -3,6 +3,7 @@ package fast
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/prometheus/common/model"
@@ -79,9 +80,6 @@ type histShard struct {
 // steps; those queries go upstream. Any float sample other than a stale
 // marker in the windows (a mixed selection) hands the query back too.
 func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
-	if !ev.instant && l.rng.Milliseconds() < ev.interval {
-		return ErrHistogram
-	}
 	mint, maxt := ev.window(l)
 	step := ev.interval
 	if ev.instant {
@@ -214,48 +212,82 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 }
 
 // read fills pts with the current series' histogram samples in
-// [mint, maxt], without stale markers, in upstream's order of iterator
-// calls (see runHistLeaf).
+// [mint, maxt], without stale markers, calling the iterator's Next and
+// Seek as upstream's buffered iterator does for this query's steps (see
+// runHistLeaf).
 func (sh *histShard) read(ev *evaluator, l *leaf) error {
 	mint, maxt := ev.window(l)
 	s := sh.set.At()
 	sh.it = s.Iterator(sh.it)
-	n := 0
-	defer func() { sh.pts = sh.pts[:n] }()
-	vt := sh.it.Next()
-	if first := ev.start - l.rng.Milliseconds(); vt != chunkenc.ValNone && sh.it.AtT() < first {
-		vt = sh.it.Seek(first)
+	sh.pts = sh.pts[:0]
+	rng := l.rng.Milliseconds()
+	stepRange := min(rng, ev.interval)
+	if ev.instant {
+		stepRange = rng
 	}
-	for ; vt != chunkenc.ValNone; vt = sh.it.Next() {
+	var (
+		vt       = sh.it.Next()
+		lastTime = int64(math.MinInt64)
+		lastRead = int64(math.MinInt64) // the last sample taken
+	)
+	// take looks at the sample the iterator is on, once.
+	take := func() error {
 		t := sh.it.AtT()
-		if t > maxt {
-			break
+		if t <= lastRead {
+			return nil
+		}
+		lastRead = t
+		if t < mint || t > maxt {
+			return nil
 		}
 		if vt == chunkenc.ValFloat {
 			if _, f := sh.it.At(); value.IsStaleNaN(f) {
-				continue
+				return nil
 			}
-			if t >= mint {
-				return ErrHistogram // floats and histograms in one selection
-			}
-			continue
-		}
-		if t < mint {
-			continue
+			return ErrHistogram // floats and histograms in one selection
 		}
 		if sh.it.AtST() != 0 {
 			return ErrFallback
 		}
-		sh.pts = sh.pts[:cap(sh.pts)]
-		if n == len(sh.pts) {
+		n := len(sh.pts)
+		if n == cap(sh.pts) {
 			sh.pts = append(sh.pts, hpoint{h: &histogram.FloatHistogram{}})
 		}
+		sh.pts = sh.pts[:n+1]
 		p := &sh.pts[n]
+		if p.h == nil {
+			p.h = &histogram.FloatHistogram{}
+		}
 		p.t, p.h = sh.it.AtFloatHistogram(p.h)
 		if value.IsStaleNaN(p.h.Sum) {
-			continue
+			sh.pts = sh.pts[:n]
 		}
-		n++
+		return nil
+	}
+	ts := ev.start
+	for k := 0; k < ev.steps && vt != chunkenc.ValNone; k, ts = k+1, ts+ev.interval {
+		delta := stepRange
+		if k == 0 {
+			delta = rng
+		}
+		if t0 := ts - delta; t0 > lastTime {
+			if vt = sh.it.Seek(t0); vt == chunkenc.ValNone {
+				break
+			}
+			lastTime = sh.it.AtT()
+			if err := take(); err != nil {
+				return err
+			}
+		}
+		for lastTime < ts {
+			if vt = sh.it.Next(); vt == chunkenc.ValNone {
+				break
+			}
+			lastTime = sh.it.AtT()
+			if err := take(); err != nil {
+				return err
+			}
+		}
 	}
 	if err := sh.it.Err(); err != nil {
 		return fmt.Errorf("read %s: %w", s.Labels(), err)
