@@ -23,7 +23,7 @@ var errHistogramFirst = fmt.Errorf("%w before any output", ErrHistogram)
 
 // histBatchSeries bounds the series of one histogram batch: each holds a
 // FloatHistogram per step.
-const histBatchSeries = 128
+const histBatchSeries = 32
 
 // histPathOK reports whether every node between the root and a rate or
 // increase of native histograms is one this package evaluates over
@@ -113,12 +113,8 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 	bufs := getBuffers(batch * ev.steps)
 	defer putBuffers(bufs)
 	cols := ev.columns(l, bufs, 0, batch)
-	hs := make([]histogram.FloatHistogram, batch*ev.steps)
-	raw := make([]bool, batch*ev.steps)
-	for i := range cols {
-		cols[i].h = hs[i*ev.steps : (i+1)*ev.steps]
-		cols[i].hraw = raw[i*ev.steps : (i+1)*ev.steps]
-	}
+	// Each column's histograms are allocated when a series first
+	// needs them, and reused by the next batches.
 	// A sum takes dense rates as they are; other sinks get upstream's
 	// histograms.
 	_, dense := s.(*aggregator)
@@ -152,6 +148,9 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 				}
 				c := &cols[i]
 				c.lset = lset
+				if c.h == nil {
+					c.h, c.hraw = make([]histogram.FloatHistogram, ev.steps), make([]bool, ev.steps)
+				}
 				if err := sh.read(ev, l); err != nil {
 					return err
 				}

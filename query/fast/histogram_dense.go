@@ -59,21 +59,28 @@ func (d *denseSide) add(spans []histogram.Span, buckets []float64, factor float6
 	bi := 0
 	for _, s := range spans {
 		idx += s.Offset
-		for j := uint32(0); j < s.Length; j, idx, bi = j+1, idx+1, bi+1 {
-			v := buckets[bi]
+		if s.Length == 0 {
+			continue
+		}
+		// Room for the whole span, then its slots in order.
+		d.at(idx + int32(s.Length) - 1)
+		k := d.at(idx)
+		val, c, present := d.val[k:k+int(s.Length)], d.c[k:k+int(s.Length)], d.present[k:k+int(s.Length)]
+		for j, v := range buckets[bi : bi+int(s.Length)] {
 			if raw {
 				if v == 0 {
 					continue
 				}
 				v *= factor
 			}
-			k := d.at(idx)
-			if first || !d.present[k] {
-				d.val[k], d.c[k], d.present[k] = v, 0, true
+			if first || !present[j] {
+				val[j], c[j], present[j] = v, 0, true
 				continue
 			}
-			d.val[k], d.c[k] = kahansum.Inc(v, d.val[k], d.c[k])
+			val[j], c[j] = kahansum.Inc(v, val[j], c[j])
 		}
+		idx += int32(s.Length)
+		bi += int(s.Length)
 	}
 }
 
