@@ -95,6 +95,9 @@ type evaluator struct {
 	// forced is set when histogram_quantile had to force a step's buckets
 	// monotonic; the query is then handed back (ErrForcedMonotonicity).
 	forced atomic.Bool
+	// overBudget is set when a sum of histograms could reach upstream's
+	// MaxSamples accounting; the query is then handed back.
+	overBudget atomic.Bool
 }
 
 func (ev *evaluator) addAnno(err error) {
@@ -201,6 +204,9 @@ func (ev *evaluator) runTop(p *Plan) (cols []*column, err error) {
 	err = ev.run(p.root, c)
 	if err == nil && ev.forced.Load() {
 		err = ErrForcedMonotonicity
+	}
+	if err == nil && ev.overBudget.Load() {
+		err = ErrFallback
 	}
 	if err != nil {
 		if cerr := ev.checkContext(); cerr != nil && !errors.Is(err, ErrFallback) {

@@ -68,6 +68,7 @@ type histShard struct {
 	annos   []error // one step's annotations, before they go to the evaluator
 	hash    uint64
 	n       int
+	maxWin  int // the largest sample count (upstream's) of the points one series read
 }
 
 // runHistLeaf evaluates a rate or increase over native histograms. It
@@ -177,10 +178,10 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 				continue
 			}
 			// Upstream counts a histogram point as its size in 16-byte
-			// units and holds the whole inner result at once.
+			// units and holds the whole inner result at once (a dense
+			// rate is no smaller than its compacted self).
 			for j, h := range cols[i].has {
 				if h {
-					// A dense rate is at most its compacted size.
 					total += (cols[i].h[j].Size() + 8) / 16
 				}
 			}
@@ -189,7 +190,13 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 			}
 			out = append(out, &cols[i])
 		}
-		if total > ev.opts.MaxSamples/2 {
+		// Upstream's peak is the inner result plus one series' window;
+		// where that could reach MaxSamples, upstream decides.
+		maxWin := 0
+		for w := range shards {
+			maxWin = max(maxWin, shards[w].maxWin)
+		}
+		if total+maxWin >= ev.opts.MaxSamples {
 			return ErrFallback
 		}
 		if err := s.batch(out); err != nil {
@@ -291,6 +298,11 @@ func (sh *histShard) read(ev *evaluator, l *leaf) error {
 	if err := sh.it.Err(); err != nil {
 		return fmt.Errorf("read %s: %w", s.Labels(), err)
 	}
+	win := 0
+	for _, p := range sh.pts {
+		win += (p.h.Size() + 8) / 16
+	}
+	sh.maxWin = max(sh.maxWin, win)
 	return nil
 }
 

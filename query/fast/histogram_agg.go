@@ -45,15 +45,23 @@ func (ag *aggregator) histSum(cols []*column) error {
 // histOutput finishes the sums into histogram columns.
 func (ag *aggregator) histOutput() []*column {
 	out := make([]*column, 0, len(ag.groups))
+	size := 0
 	for _, g := range ag.groups {
 		hg := g.hist
 		c := &column{lset: g.lset, dropName: g.dropName, has: g.seen, v: g.val, h: make([]histogram.FloatHistogram, len(g.seen))}
 		for i, seen := range g.seen {
 			if seen {
 				hg.steps[i].output(&c.h[i])
+				size += (c.h[i].Size()+8)/16 + 1
 			}
 		}
 		out = append(out, c)
+	}
+	// Upstream holds the sum's result while the next node evaluates (its
+	// output, a float or a histogram per point, counted as one more);
+	// where that could reach MaxSamples, upstream decides.
+	if size >= ag.ev.opts.MaxSamples {
+		ag.ev.overBudget.Store(true)
 	}
 	return out
 }
