@@ -1,6 +1,7 @@
 package fast
 
 import (
+	"math"
 	"slices"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -46,6 +47,31 @@ func (d *denseSide) at(idx int32) int {
 		d.val, d.c, d.present = append(d.val, 0), append(d.c, 0), append(d.present, false)
 	}
 	return i
+}
+
+// maxDenseBuckets bounds the index range of one side of a dense sum;
+// sparser histograms go upstream.
+const maxDenseBuckets = 1 << 14
+
+// fits reports whether the side can take the buckets of spans within
+// maxDenseBuckets slots.
+func (d *denseSide) fits(spans []histogram.Span) bool {
+	var idx int32
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, s := range spans {
+		idx += s.Offset
+		if s.Length > 0 {
+			lo, hi = min(lo, int64(idx)), max(hi, int64(idx)+int64(s.Length)-1)
+		}
+		idx += int32(s.Length)
+	}
+	if lo > hi {
+		return true
+	}
+	if len(d.val) > 0 {
+		lo, hi = min(lo, int64(d.base)), max(hi, int64(d.base)+int64(len(d.val))-1)
+	}
+	return hi-lo < maxDenseBuckets
 }
 
 func (d *denseSide) reset() {
@@ -153,6 +179,9 @@ func (s *denseSum) add(h *histogram.FloatHistogram, factor float64, raw bool) bo
 		return false
 	}
 	if !custom && (!s.lowestAbove(h.PositiveSpans, h.PositiveBuckets, raw) || !s.lowestAbove(h.NegativeSpans, h.NegativeBuckets, raw)) {
+		return false
+	}
+	if !s.pos.fits(h.PositiveSpans) || !s.neg.fits(h.NegativeSpans) {
 		return false
 	}
 	z, cnt, sum := h.ZeroCount, h.Count, h.Sum
