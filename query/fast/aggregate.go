@@ -27,6 +27,9 @@ type aggregator struct {
 	// withoutKey is the sorted grouping plus __name__: upstream's hash
 	// for without ignores the metric name.
 	withoutKey []string
+	// hist is a sum's state per group over histograms
+	// (histogram_agg.go), nil over floats.
+	hist []*histGroup
 }
 
 // aggGroup is upstream's groupedAggregation, one entry per step.
@@ -34,12 +37,11 @@ type aggGroup struct {
 	lset     labels.Labels
 	dropName bool
 	seen     []bool
-	val      []float64  // floatValue
-	c        []float64  // Kahan compensation
-	mean     []float64  // avg: incremental mean
-	count    []float64  // avg, count: groupCount
-	incr     []bool     // avg: incremental mean in use
-	hist     *histGroup // sum over histograms (histogram_agg.go)
+	val      []float64 // floatValue
+	c        []float64 // Kahan compensation
+	mean     []float64 // avg: incremental mean
+	count    []float64 // avg, count: groupCount
+	incr     []bool    // avg: incremental mean in use
 }
 
 func newAggregator(ev *evaluator, a *aggregate) *aggregator {
@@ -191,7 +193,7 @@ func (ag *aggregator) batch(cols []*column) error {
 
 // output turns the groups into columns, in group order.
 func (ag *aggregator) output() []*column {
-	if len(ag.groups) > 0 && ag.groups[0].hist != nil {
+	if ag.hist != nil {
 		return ag.histOutput()
 	}
 	out := make([]*column, 0, len(ag.groups))

@@ -15,15 +15,13 @@ type histGroup struct {
 // series order per step, as upstream's aggregation does (denseSum). What
 // the dense sum does not take hands the query back.
 func (ag *aggregator) histSum(cols []*column) error {
-	for _, g := range ag.groups {
-		if g.hist == nil {
-			g.hist = &histGroup{steps: make([]denseSum, ag.ev.steps)}
-		}
+	for len(ag.hist) < len(ag.groups) {
+		ag.hist = append(ag.hist, &histGroup{steps: make([]denseSum, ag.ev.steps)})
 	}
 	return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
 		for ci, c := range cols {
 			g := ag.groups[ag.member[ci]]
-			hg := g.hist
+			hg := ag.hist[ag.member[ci]]
 			for i := lo; i < hi; i++ {
 				if !c.has[i] {
 					continue
@@ -46,8 +44,8 @@ func (ag *aggregator) histSum(cols []*column) error {
 func (ag *aggregator) histOutput() []*column {
 	out := make([]*column, 0, len(ag.groups))
 	size := 0
-	for _, g := range ag.groups {
-		hg := g.hist
+	for gi, g := range ag.groups {
+		hg := ag.hist[gi]
 		c := &column{lset: g.lset, dropName: g.dropName, has: g.seen, v: g.val, h: make([]histogram.FloatHistogram, len(g.seen))}
 		for i, seen := range g.seen {
 			if seen {
