@@ -145,6 +145,9 @@ func (p *Plan) compile(expr parser.Expr, path []parser.Node) (node, bool) {
 		p.leafs = append(p.leafs, l)
 		return l, true
 	case *parser.Call:
+		if n, ok, handled := p.compileHistFn(e, path); handled {
+			return n, ok
+		}
 		if e.Func.Name == "histogram_quantile" {
 			nl, ok := e.Args[0].(*parser.NumberLiteral)
 			if !ok || e.Args[1].Type() != parser.ValueTypeVector {

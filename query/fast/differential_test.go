@@ -324,6 +324,9 @@ func genNativeQuery(r *rand.Rand, rng, q string) string {
 			"sum("+in+")", "sum by (job) ("+in+")", "sum without (job) ("+in+")",
 			"count by (job) ("+in+")", "sum(sum by (job) ("+in+"))", in,
 			"max("+in+")", "irate("+m+"["+rng+"])",
+			"histogram_count(sum by (job) ("+in+"))", "histogram_sum("+in+")", "histogram_avg(sum("+in+"))",
+			"histogram_quantile("+q+", sum by (job) ("+in+")) * 1000", "histogram_count(sum("+in+")) > 0.5",
+			"count("+in+") > 1", "sum("+in+") * 2",
 		)
 	}
 }

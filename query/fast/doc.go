@@ -34,7 +34,8 @@
 //     selectors, selectors without a metric name, other functions and
 //     vector-vector operations; evaluation returns ErrFallback when it meets
 //     a native histogram sample anywhere but under rate or increase below
-//     only sum, count and histogram_quantile (ErrHistogram), floats and
+//     only sums up to a count, histogram_quantile or
+//     histogram_count/sum/avg (ErrHistogram), floats and
 //     histograms in one selection, custom bucket bounds a subtraction or
 //     sum would reconcile, a sum of histograms of different schemas or
 //     zero thresholds, a start timestamp on a

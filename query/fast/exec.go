@@ -228,6 +228,8 @@ func (ev *evaluator) run(n node, s sink) error {
 		return err
 	case *binop:
 		return ev.run(n.expr, &binopSink{b: n, next: s})
+	case *histFn:
+		return ev.run(n.expr, &histFnSink{f: n, next: s})
 	case *aggregate:
 		a := newAggregator(ev, n)
 		if err := ev.run(n.expr, a); err != nil {

@@ -25,22 +25,25 @@ var errHistogramFirst = fmt.Errorf("%w before any output", ErrHistogram)
 // FloatHistogram per step.
 const histBatchSeries = 32
 
-// histPathOK reports whether every node between the root and a rate or
-// increase of native histograms is one this package evaluates over
-// histograms: sum or count by/without, histogram_quantile (its vector
-// argument), parentheses.
+// histPathOK reports whether the nodes above a rate or increase (path,
+// from the root) take the native histograms it returns: from the rate
+// up, sums and parentheses until a node that turns them into floats
+// (count, histogram_quantile, histogram_count/sum/avg), above which
+// anything goes, or the root.
 func histPathOK(path []parser.Node) bool {
-	for _, n := range path {
-		switch n := n.(type) {
+	for i := len(path) - 1; i >= 0; i-- {
+		switch n := path[i].(type) {
 		case *parser.ParenExpr:
 		case *parser.AggregateExpr:
-			if n.Op != parser.SUM && n.Op != parser.COUNT {
+			switch n.Op {
+			case parser.SUM:
+			case parser.COUNT:
+				return true
+			default:
 				return false
 			}
 		case *parser.Call:
-			if n.Func.Name != "histogram_quantile" && n.Func.Name != "rate" && n.Func.Name != "increase" {
-				return false
-			}
+			return n.Func.Name == "histogram_quantile" || histFns[n.Func.Name]
 		default:
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // histGroup is a sum's state per step over histograms (histogram_dense.go).
@@ -90,4 +91,64 @@ func (ev *evaluator) nativeQuantile(n *quantile, cols []*column) []*column {
 		out = append(out, o)
 	}
 	return out
+}
+
+// histFn is histogram_count, histogram_sum or histogram_avg: a float per
+// native histogram, from the histogram's count, sum or both, as upstream's
+// simpleHistogramFunc; float input gives nothing.
+type histFn struct {
+	fn   string
+	expr node
+}
+
+func (*histFn) isNode() {}
+
+var histFns = map[string]bool{"histogram_count": true, "histogram_sum": true, "histogram_avg": true}
+
+// compileHistFn compiles histogram_count/sum/avg of a vector; handled
+// is false for other calls.
+func (p *Plan) compileHistFn(e *parser.Call, path []parser.Node) (n node, ok, handled bool) {
+	if !histFns[e.Func.Name] {
+		return nil, false, false
+	}
+	if len(e.Args) != 1 || e.Args[0].Type() != parser.ValueTypeVector {
+		return nil, false, true
+	}
+	inner, ok := p.compile(e.Args[0], append(path, e))
+	if !ok {
+		return nil, false, true
+	}
+	return &histFn{fn: e.Func.Name, expr: inner}, true, true
+}
+
+// histFnSink applies a histFn to each batch.
+type histFnSink struct {
+	f    *histFn
+	next sink
+	out  []*column
+}
+
+func (s *histFnSink) batch(cols []*column) error {
+	s.out = s.out[:0]
+	for _, c := range cols {
+		if c.h == nil {
+			continue
+		}
+		o := &column{lset: c.lset, dropName: true, v: make([]float64, len(c.has)), has: append([]bool(nil), c.has...)}
+		for i, h := range c.has {
+			if !h {
+				continue
+			}
+			switch hist := &c.h[i]; s.f.fn {
+			case "histogram_count":
+				o.v[i] = hist.Count
+			case "histogram_sum":
+				o.v[i] = hist.Sum
+			default:
+				o.v[i] = hist.Sum / hist.Count
+			}
+		}
+		s.out = append(s.out, o)
+	}
+	return s.next.batch(s.out)
 }
