@@ -27,6 +27,9 @@ type aggregator struct {
 	// withoutKey is the sorted grouping plus __name__: upstream's hash
 	// for without ignores the metric name.
 	withoutKey []string
+	// hist is a sum's state per group over histograms
+	// (histogram_agg.go), nil over floats.
+	hist []*histGroup
 }
 
 // aggGroup is upstream's groupedAggregation, one entry per step.
@@ -108,6 +111,9 @@ func (ag *aggregator) batch(cols []*column) error {
 		}
 	}
 	op := ag.a.op
+	if op == parser.SUM && histColumns(cols) {
+		return ag.histSum(cols)
+	}
 	if op == parser.SUM {
 		// The dashboards' aggregation, without the per-value switch.
 		return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
@@ -187,6 +193,9 @@ func (ag *aggregator) batch(cols []*column) error {
 
 // output turns the groups into columns, in group order.
 func (ag *aggregator) output() []*column {
+	if ag.hist != nil {
+		return ag.histOutput()
+	}
 	out := make([]*column, 0, len(ag.groups))
 	for _, g := range ag.groups {
 		c := &column{lset: g.lset, dropName: g.dropName, has: g.seen, v: g.val}

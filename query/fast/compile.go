@@ -46,6 +46,7 @@ type leaf struct {
 	hintFunc string
 	hintBy   bool
 	hintGrp  []string
+	hist     bool // may read native histograms (runHistLeaf)
 }
 
 // binop applies a binary operator between each output value and a number.
@@ -144,6 +145,9 @@ func (p *Plan) compile(expr parser.Expr, path []parser.Node) (node, bool) {
 		p.leafs = append(p.leafs, l)
 		return l, true
 	case *parser.Call:
+		if n, ok, handled := p.compileHistFn(e, path); handled {
+			return n, ok
+		}
 		if e.Func.Name == "histogram_quantile" {
 			nl, ok := e.Args[0].(*parser.NumberLiteral)
 			if !ok || e.Args[1].Type() != parser.ValueTypeVector {
@@ -173,6 +177,7 @@ func (p *Plan) compile(expr parser.Expr, path []parser.Node) (node, bool) {
 			dropName: e.Func.Name != "last_over_time",
 		}
 		l.hintFunc, l.hintBy, l.hintGrp = hintsFromPath(append(path, e))
+		l.hist = (e.Func.Name == "rate" || e.Func.Name == "increase") && histPathOK(path)
 		p.leafs = append(p.leafs, l)
 		return l, true
 	case *parser.AggregateExpr:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -162,6 +163,7 @@ func openDiffDB(t testing.TB, seed uint64) *tsdb.DB {
 				h.Sum = float64(h.Count) * 0.3
 				add(labels.FromStrings("__name__", "ttft_seconds", "job", job), ts, 0, h)
 			}
+			addNativeSeries(r, step, ts, add)
 		}
 	}
 	if err := app.Commit(); err != nil {
@@ -177,6 +179,71 @@ func openDiffDB(t testing.TB, seed uint64) *tsdb.DB {
 		persistDiff(t, db, end+1)
 	}
 	return db
+}
+
+// addNativeSeries writes, at the 15 s sample number step, the native
+// histograms beyond ttft_seconds: exponential ones with counter resets,
+// a schema change, a gap and random bucket growth (lat_native_seconds),
+// custom-bucket ones with a change of bounds in one series and a gauge
+// histogram in another (lat_nhcb_seconds), and a metric whose selection
+// mixes a float series with histograms (mixed_seconds).
+func addNativeSeries(r *rand.Rand, step, ts int64, add func(labels.Labels, int64, float64, *histogram.Histogram)) {
+	for j, job := range []string{"api", "db", "gpu"} {
+		// Exponential: api resets every 25 min, db changes schema at
+		// 50 min and has a gap, gpu grows randomly with a negative span.
+		k := step
+		if job == "api" {
+			k = step % 100
+		}
+		if job == "db" && step >= 300 && step < 330 {
+			continue
+		}
+		schema := int32(2)
+		if job == "db" && step >= 200 {
+			schema = 0
+		}
+		b1, b2 := uint64(k*2+1), uint64(k+int64(j))
+		if job == "gpu" {
+			b1 += uint64(r.IntN(5) * int(k))
+		}
+		h := &histogram.Histogram{
+			Schema: schema, ZeroThreshold: 1e-3, ZeroCount: uint64(k),
+			PositiveSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 3, Length: 1}},
+			PositiveBuckets: []int64{int64(b1), int64(b2) - int64(b1), int64(k)},
+		}
+		// The buckets' absolute counts are b1, b2 and b2+k.
+		h.Count = h.ZeroCount + b1 + b2 + b2 + uint64(k)
+		if job == "gpu" {
+			h.NegativeSpans = []histogram.Span{{Offset: 1, Length: 1}}
+			h.NegativeBuckets = []int64{k}
+			h.Count += uint64(k)
+		}
+		h.Sum = float64(h.Count)*0.25 + float64(j)
+		add(labels.FromStrings("__name__", "lat_native_seconds", "job", job), ts, 0, h)
+
+		// Custom buckets: gpu's bounds change at 1 h; db is a gauge.
+		bounds := []float64{0.1, 0.5, 1, 5}
+		if job == "gpu" && step >= 240 {
+			bounds = []float64{0.1, 1, 5}
+		}
+		n := uint64(step + 1)
+		c := &histogram.Histogram{
+			Schema: histogram.CustomBucketsSchema, CustomValues: bounds,
+			PositiveSpans:   []histogram.Span{{Offset: 0, Length: 2}},
+			PositiveBuckets: []int64{int64(n), int64(j)},
+		}
+		c.Count = n + n + uint64(j)
+		c.Sum = float64(c.Count) * 0.7
+		if job == "db" {
+			c.CounterResetHint = histogram.GaugeType
+		}
+		add(labels.FromStrings("__name__", "lat_nhcb_seconds", "job", job), ts, 0, c)
+	}
+	if step%2 == 0 {
+		add(labels.FromStrings("__name__", "mixed_seconds", "job", "api"), ts, float64(step), nil)
+		m := &histogram.Histogram{Schema: 0, Count: uint64(step), Sum: float64(step), ZeroCount: uint64(step)}
+		add(labels.FromStrings("__name__", "mixed_seconds", "job", "db"), ts, 0, m)
+	}
 }
 
 // persistDiff writes the head's samples before maxt into a block.
@@ -236,9 +303,31 @@ func genQuery(r *rand.Rand) string {
 	case 7:
 		return fmt.Sprintf("%s %s%s %s", num, cmp, pick("", " bool"), inner())
 	case 8:
-		return pick("histogram_quantile(0.9, sum(rate(ttft_seconds["+rng+"])))", "sum(rate(ttft_seconds["+rng+"]))", "rate(ttft_seconds["+rng+"])")
+		return genNativeQuery(r, rng, q)
 	default:
 		return inner()
+	}
+}
+
+// genNativeQuery builds a query over native histograms: the shapes the
+// fast path takes over them and some it must hand back.
+func genNativeQuery(r *rand.Rand, rng, q string) string {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	{
+		m := pick("ttft_seconds", "lat_native_seconds", "lat_native_seconds", `lat_native_seconds{job!="gpu"}`, "lat_nhcb_seconds", `lat_nhcb_seconds{job="api"}`, "mixed_seconds")
+		fn := pick("rate", "increase")
+		in := fmt.Sprintf("%s(%s[%s])", fn, m, rng)
+		return pick(
+			"histogram_quantile("+q+", sum("+in+"))",
+			"histogram_quantile("+q+", sum by (job) ("+in+"))",
+			"histogram_quantile("+q+", "+in+")",
+			"sum("+in+")", "sum by (job) ("+in+")", "sum without (job) ("+in+")",
+			"count by (job) ("+in+")", "sum(sum by (job) ("+in+"))", in,
+			"max("+in+")", "irate("+m+"["+rng+"])",
+			"histogram_count(sum by (job) ("+in+"))", "histogram_sum("+in+")", "histogram_avg(sum("+in+"))",
+			"histogram_quantile("+q+", sum by (job) ("+in+")) * 1000", "histogram_count(sum("+in+")) > 0.5",
+			"count("+in+") > 1", "sum("+in+") * 2",
+		)
 	}
 }
 
@@ -248,13 +337,29 @@ func TestDifferential(t *testing.T) {
 	for _, delayed := range []bool{false, true} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("delayed_name_removal=%v/seed=%d", delayed, seed), func(t *testing.T) {
-				runDifferential(t, delayed, seed, 250)
+				runDifferential(t, delayed, seed, 250, genQuery)
 			})
 		}
 	}
 }
 
-func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
+// TestDifferentialNative is TestDifferential over native histogram
+// queries only: resets, a schema change, gaps, custom buckets whose
+// bounds change, a gauge histogram and a mixed float/histogram selection.
+func TestDifferentialNative(t *testing.T) {
+	gen := func(r *rand.Rand) string {
+		return genNativeQuery(r, []string{"30s", "1m", "2m", "5m", "7m", "15m", "1h"}[r.IntN(7)], []string{"0.5", "0.9", "0.99", "0", "1", "1.5", "-0.1"}[r.IntN(7)])
+	}
+	for _, delayed := range []bool{false, true} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("delayed_name_removal=%v/seed=%d", delayed, seed), func(t *testing.T) {
+				runDifferential(t, delayed, seed, 120, gen)
+			})
+		}
+	}
+}
+
+func runDifferential(t *testing.T, delayed bool, seed uint64, n int, gen func(*rand.Rand) string) {
 	db := openDiffDB(t, seed)
 	ng := promql.NewEngine(promql.EngineOpts{
 		MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute,
@@ -269,9 +374,9 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 	// The fast path reads chunks where the storage serves them and
 	// samples where it does not; every other query reads samples.
 	var samplesOnly storage.Queryable = samplesQueryable{db}
-	var compiled, ran, fellBack int
+	var compiled, ran, fellBack, nativeRan int
 	for i := 0; i < n; i++ {
-		qs := genQuery(r)
+		qs := gen(r)
 		expr, err := p.ParseExpr(qs)
 		if err != nil {
 			t.Fatalf("%s: %v", qs, err)
@@ -320,7 +425,10 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 		}
 		if errors.Is(ferr, fast.ErrFallback) {
 			fellBack++
-			if !strings.Contains(qs, "ttft_seconds") && !errors.Is(ferr, fast.ErrForcedMonotonicity) {
+			if os.Getenv("DIFF_DEBUG") != "" {
+				t.Logf("fallback %s (step %s, instant %v): %v", qs, step, instant, ferr)
+			}
+			if !nativeQuery(qs) && !errors.Is(ferr, fast.ErrForcedMonotonicity) {
 				t.Errorf("%s: fell back on float data", qs)
 			}
 			continue
@@ -329,6 +437,9 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 			t.Fatalf("%s: fast: %v", qs, ferr)
 		}
 		ran++
+		if nativeQuery(qs) {
+			nativeRan++
+		}
 		desc := fmt.Sprintf("%s instant=%v start=%d end=%d step=%s", qs, instant, start.Unix(), end.Unix(), step)
 		sortVec := strings.HasPrefix(qs, "histogram_quantile")
 		if d := diffValues(want, got, sortVec); d != "" {
@@ -338,7 +449,10 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int) {
 			t.Errorf("%s: annotations\nupstream %q\nfast     %q", desc, w, g)
 		}
 	}
-	t.Logf("%d queries: %d compiled, %d evaluated by the fast path, %d handed back", n, compiled, ran, fellBack)
+	t.Logf("%d queries: %d compiled, %d evaluated by the fast path (%d over native histograms), %d handed back", n, compiled, ran, nativeRan, fellBack)
+	if nativeRan == 0 {
+		t.Errorf("no query over native histograms was evaluated by the fast path")
+	}
 	if ran < n/3 {
 		t.Errorf("only %d of %d queries were evaluated by the fast path", ran, n)
 	}
@@ -383,8 +497,14 @@ func diffValues(want, got parser.Value, sortVec bool) string {
 			if !labels.Equal(w[i].Metric, g[i].Metric) {
 				return fmt.Sprintf("series %d: %s, want %s", i, g[i].Metric, w[i].Metric)
 			}
-			if len(w[i].Histograms) > 0 {
-				return "upstream returned histograms"
+			if len(w[i].Histograms) != len(g[i].Histograms) {
+				return fmt.Sprintf("%s: %d histogram points, want %d", w[i].Metric, len(g[i].Histograms), len(w[i].Histograms))
+			}
+			for j, p := range w[i].Histograms {
+				q := g[i].Histograms[j]
+				if p.T != q.T || !sameHistogram(p.H, q.H) {
+					return fmt.Sprintf("%s: histogram point %d = %v@%d, want %v@%d", w[i].Metric, j, q.H, q.T, p.H, p.T)
+				}
 			}
 			if len(w[i].Floats) != len(g[i].Floats) {
 				return fmt.Sprintf("%s: %d points, want %d\nwant %v\ngot  %v", w[i].Metric, len(g[i].Floats), len(w[i].Floats), w[i].Floats, g[i].Floats)
@@ -411,7 +531,7 @@ func diffValues(want, got parser.Value, sortVec bool) string {
 			return fmt.Sprintf("%d samples, want %d\nwant %v\ngot  %v", len(g), len(w), w, g)
 		}
 		for i := range w {
-			if !labels.Equal(w[i].Metric, g[i].Metric) || w[i].T != g[i].T || !sameFloat(w[i].F, g[i].F) || w[i].H != nil {
+			if !labels.Equal(w[i].Metric, g[i].Metric) || w[i].T != g[i].T || !sameFloat(w[i].F, g[i].F) || !sameHistogram(w[i].H, g[i].H) {
 				return fmt.Sprintf("sample %d = %v, want %v", i, g[i], w[i])
 			}
 		}
@@ -419,4 +539,32 @@ func diffValues(want, got parser.Value, sortVec bool) string {
 		return fmt.Sprintf("unexpected upstream type %T", want)
 	}
 	return ""
+}
+
+// sameHistogram compares two histograms bit for bit: every float, span,
+// custom bound and the counter reset hint.
+func sameHistogram(a, b *histogram.FloatHistogram) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	sameFloats := func(x, y []float64) bool {
+		return slices.EqualFunc(x, y, sameFloat)
+	}
+	spans := func(x, y []histogram.Span) bool { return slices.Equal(x, y) }
+	return a.CounterResetHint == b.CounterResetHint && a.Schema == b.Schema &&
+		sameFloat(a.ZeroThreshold, b.ZeroThreshold) && sameFloat(a.ZeroCount, b.ZeroCount) &&
+		sameFloat(a.Count, b.Count) && sameFloat(a.Sum, b.Sum) &&
+		spans(a.PositiveSpans, b.PositiveSpans) && spans(a.NegativeSpans, b.NegativeSpans) &&
+		sameFloats(a.PositiveBuckets, b.PositiveBuckets) && sameFloats(a.NegativeBuckets, b.NegativeBuckets) &&
+		sameFloats(a.CustomValues, b.CustomValues)
+}
+
+// nativeQuery reports whether qs reads a metric holding native histograms.
+func nativeQuery(qs string) bool {
+	for _, m := range []string{"ttft_seconds", "lat_native_seconds", "lat_nhcb_seconds", "mixed_seconds"} {
+		if strings.Contains(qs, m) {
+			return true
+		}
+	}
+	return false
 }

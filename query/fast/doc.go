@@ -1,8 +1,9 @@
 // Package fast evaluates the PromQL shapes dashboards send — range
 // functions over one metric, aggregations of them, histogram_quantile over
-// aggregated classic buckets, arithmetic and comparisons with number
-// literals — in one pass over each series' samples, with series sharded
-// across goroutines and aggregations folded per step batch.
+// aggregated classic buckets or native histograms, arithmetic and
+// comparisons with number literals — in one pass over each series'
+// samples, with series sharded across goroutines and aggregations folded
+// per step batch.
 //
 // In: a parsed expression (Compile says whether this package can take it),
 // a storage.Queryable, and an instant or a range of steps. Out: the
@@ -16,12 +17,28 @@
 //     extrapolation arithmetic for rate/increase/delta, Kahan sums added in
 //     series order per step (the fold is parallel over steps, never over
 //     series, so the order of additions is the upstream one), and
-//     promql.BucketQuantile itself for classic histograms.
+//     promql.BucketQuantile itself for classic histograms. Native
+//     histograms (histogram.go, histogram_dense.go): rate and increase
+//     follow upstream's histogramRate (counter reset hints, schema
+//     reduction, custom buckets, its annotations) and sums its KahanAdd;
+//     where a window's histograms share one bucket layout, and where a
+//     sum's inputs share a schema and zero threshold, the same float
+//     operations run bucket by bucket on dense arrays instead of through
+//     span merging, and Compact(0) gives upstream's layout; then
+//     promql.HistogramQuantile. A histogram leaf reads through sample
+//     iterators calling Next and Seek as upstream's buffered iterator
+//     does, so that the hints a merge of blocks resets where a seek lands
+//     are the ones upstream sees.
 //   - Whatever this package is not sure to answer exactly it refuses:
 //     Compile rejects offsets, @, subqueries, anchored or smoothed
 //     selectors, selectors without a metric name, other functions and
 //     vector-vector operations; evaluation returns ErrFallback when it meets
-//     a native histogram sample (ErrHistogram), a start timestamp on a
+//     a native histogram sample anywhere but under rate or increase below
+//     only sums up to a count, histogram_quantile or
+//     histogram_count/sum/avg (ErrHistogram), floats and
+//     histograms in one selection, custom bucket bounds a subtraction or
+//     sum would reconcile, a sum of histograms of different schemas or
+//     zero thresholds, a start timestamp on a
 //     counter (stored only with the TSDB's start-timestamp storage on),
 //     series with __type__/__unit__ labels, classic buckets histogram_quantile
 //     had to force monotonic (ErrForcedMonotonicity: upstream's annotation
@@ -49,7 +66,10 @@
 //     FuzzXORDecode) from the chunk's bytes where they lie, and samples
 //     outside every window are dropped in a second pass over the decoded
 //     ones before any step sees them; other chunks go through their own
-//     iterators, and storage without chunks through sample iterators.
+//     iterators, and storage without chunks through sample iterators. A
+//     leaf that meets native histograms before its first output starts
+//     over on sample iterators (runHistLeaf), decoding each sample once
+//     into a reused FloatHistogram.
 //   - Per step, rate and increase (rate.go) compute only what the window's
 //     ends, its resets and, when the sample times shift against the
 //     window, the time-only part of the extrapolation need; the zero
@@ -58,6 +78,8 @@
 //   - Memory is bounded by a batch of series at a time: one series' samples
 //     per worker and one column of step values per series of the batch,
 //     plus the aggregated output; samples are never all materialised.
+//     Histogram leaves take batches of 32 series, a FloatHistogram per
+//     step each, reused from batch to batch.
 //   - Context cancellation and the deadline stop every worker between series
 //     and return promql.ErrQueryCanceled / ErrQueryTimeout as upstream does.
 package fast

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/schema"
@@ -70,6 +71,8 @@ type column struct {
 	v        []float64
 	has      []bool
 	dropName bool
+	h        []histogram.FloatHistogram // a step's histogram where the column holds them (histogram.go)
+	hraw     []bool                     // h[i] is a dense rate yet to compact and multiply by v[i] (histogram_dense.go)
 }
 
 // sink receives columns in upstream's series order. cols is reused once
@@ -92,6 +95,9 @@ type evaluator struct {
 	// forced is set when histogram_quantile had to force a step's buckets
 	// monotonic; the query is then handed back (ErrForcedMonotonicity).
 	forced atomic.Bool
+	// overBudget is set when a sum of histograms could reach upstream's
+	// MaxSamples accounting; the query is then handed back.
+	overBudget atomic.Bool
 }
 
 func (ev *evaluator) addAnno(err error) {
@@ -129,6 +135,10 @@ func (p *Plan) Range(ctx context.Context, q storage.Queryable, opts Options, sta
 		if n == 0 {
 			continue
 		}
+		if c.h != nil {
+			mat = append(mat, promql.Series{Metric: outputLabels(c), Histograms: histPoints(c, ev.start, ev.interval, n)})
+			continue
+		}
 		pts := make([]promql.FPoint, 0, n)
 		for i, h := range c.has {
 			if h {
@@ -160,7 +170,9 @@ func (p *Plan) Instant(ctx context.Context, q storage.Queryable, opts Options, t
 	}
 	vec := make(promql.Vector, 0, len(cols))
 	for _, c := range cols {
-		if c.has[0] {
+		if c.has[0] && c.h != nil {
+			vec = append(vec, promql.Sample{Metric: outputLabels(c), T: t, H: c.h[0].Copy()})
+		} else if c.has[0] {
 			vec = append(vec, promql.Sample{Metric: outputLabels(c), T: t, F: c.v[0]})
 		}
 	}
@@ -193,6 +205,9 @@ func (ev *evaluator) runTop(p *Plan) (cols []*column, err error) {
 	if err == nil && ev.forced.Load() {
 		err = ErrForcedMonotonicity
 	}
+	if err == nil && ev.overBudget.Load() {
+		err = ErrFallback
+	}
 	if err != nil {
 		if cerr := ev.checkContext(); cerr != nil && !errors.Is(err, ErrFallback) {
 			// Storage reports the context's end in its own words.
@@ -206,9 +221,15 @@ func (ev *evaluator) runTop(p *Plan) (cols []*column, err error) {
 func (ev *evaluator) run(n node, s sink) error {
 	switch n := n.(type) {
 	case *leaf:
-		return ev.runLeaf(n, s)
+		err := ev.runLeaf(n, s)
+		if n.hist && errors.Is(err, errHistogramFirst) {
+			return ev.runHistLeaf(n, s)
+		}
+		return err
 	case *binop:
 		return ev.run(n.expr, &binopSink{b: n, next: s})
+	case *histFn:
+		return ev.run(n.expr, &histFnSink{f: n, next: s})
 	case *aggregate:
 		a := newAggregator(ev, n)
 		if err := ev.run(n.expr, a); err != nil {
@@ -248,6 +269,9 @@ func (c *collector) batch(cols []*column) error {
 			lset: col.lset, dropName: col.dropName,
 			v: append([]float64(nil), col.v...), has: append([]bool(nil), col.has...),
 		})
+		if col.h != nil {
+			c.cols[len(c.cols)-1].h = copyHist(col)
+		}
 	}
 	return nil
 }

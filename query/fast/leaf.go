@@ -1,6 +1,7 @@
 package fast
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -162,6 +163,9 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 		err = ev.sampleBatches(l, shards, emit)
 	}
 	if err != nil {
+		if errors.Is(err, ErrHistogram) && total == 0 {
+			return errHistogramFirst
+		}
 		return err
 	}
 	for w := range shards {

@@ -61,34 +61,39 @@ func TestContextEnds(t *testing.T) {
 func TestMaxSamplesRefusedAsUpstream(t *testing.T) {
 	db := openDiffDB(t, 4)
 	start := diffStart.Add(time.Hour)
-	qs := `sum by (job) (rate(req_total[5m]))`
-	var errs []string
-	for _, eng := range []string{query.EngineFast, query.EngineUpstream} {
-		opts := query.DefaultOptions()
-		opts.Engine = eng
-		opts.MaxSamples = 500
-		ng, err := query.New(opts, nil, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qry, err := ng.NewRangeQuery(context.Background(), db, nil, qs, start, start.Add(time.Hour), 15*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := qry.Exec(context.Background())
-		if res.Err == nil {
-			t.Fatalf("%s: no error under max-samples=500", eng)
-		}
-		errs = append(errs, res.Err.Error())
-		if eng == query.EngineFast {
-			if answered, back := ng.FastPathCounts(); answered != 0 || back != 1 {
-				t.Errorf("fast path answered %d, handed back %d; want 0, 1", answered, back)
+	for _, qs := range []string{
+		`sum by (job) (rate(req_total[5m]))`,
+		// Native histograms count as their size in 16-byte units.
+		`histogram_quantile(0.9, sum by (job) (rate(lat_native_seconds[5m])))`,
+	} {
+		var errs []string
+		for _, eng := range []string{query.EngineFast, query.EngineUpstream} {
+			opts := query.DefaultOptions()
+			opts.Engine = eng
+			opts.MaxSamples = 500
+			ng, err := query.New(opts, nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
+			qry, err := ng.NewRangeQuery(context.Background(), db, nil, qs, start, start.Add(time.Hour), 15*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := qry.Exec(context.Background())
+			if res.Err == nil {
+				t.Fatalf("%s: %s: no error under max-samples=500", qs, eng)
+			}
+			errs = append(errs, res.Err.Error())
+			if eng == query.EngineFast {
+				if answered, back := ng.FastPathCounts(); answered != 0 || back != 1 {
+					t.Errorf("%s: fast path answered %d, handed back %d; want 0, 1", qs, answered, back)
+				}
+			}
+			_ = ng.Close()
 		}
-		_ = ng.Close()
-	}
-	if errs[0] != errs[1] {
-		t.Fatalf("fast engine error %q, upstream %q", errs[0], errs[1])
+		if errs[0] != errs[1] {
+			t.Fatalf("%s: fast engine error %q, upstream %q", qs, errs[0], errs[1])
+		}
 	}
 }
 
@@ -105,7 +110,7 @@ func TestNativeHistogramRemembered(t *testing.T) {
 	start := diffStart.Add(time.Hour)
 	var results []string
 	for range 2 {
-		qry, err := ng.NewRangeQuery(context.Background(), db, nil, `histogram_quantile(0.9, sum(rate(ttft_seconds[5m])))`, start, start.Add(time.Hour), time.Minute)
+		qry, err := ng.NewRangeQuery(context.Background(), db, nil, `sum(irate(ttft_seconds[5m]))`, start, start.Add(time.Hour), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,9 @@ func (ev *evaluator) histogramQuantile(n *quantile, cols []*column) []*column {
 	if math.IsNaN(n.q) || n.q < 0 || n.q > 1 {
 		ev.addAnno(annotations.NewInvalidQuantileWarning(n.q, n.qPos))
 	}
+	if histColumns(cols) {
+		return ev.nativeQuantile(n, cols)
+	}
 	type member struct {
 		col *column
 		ub  float64
