@@ -10,7 +10,8 @@ import (
 
 // TestLocalJumpExact checks localJump on series whose jumps are known: a
 // ramp jumps by the same w·slope everywhere (no step: 0), a step on the
-// ramp stands out infinitely (every other jump equal), and a short
+// ramp stands out by orders of magnitude (every other jump equal up to
+// rounding in the prefix sums), and a short
 // window is NaN.
 func TestLocalJumpExact(t *testing.T) {
 	n, k := 200, 120
@@ -22,11 +23,11 @@ func TestLocalJumpExact(t *testing.T) {
 			step[i]++
 		}
 	}
-	if j := localJump(ramp, k); j != 0 {
+	if j := localJump(ramp, k); math.Abs(j) > 1e-6 {
 		t.Errorf("ramp: local jump %g, want 0", j)
 	}
-	if j := localJump(step, k); !math.IsInf(j, 1) {
-		t.Errorf("step on a ramp: local jump %g, want +Inf", j)
+	if j := localJump(step, k); !(j > 1e6) {
+		t.Errorf("step on a ramp: local jump %g, want > 1e6", j)
 	}
 	if j := localJump(step, n-3); !math.IsNaN(j) {
 		t.Errorf("3 points after: local jump %g, want NaN", j)
