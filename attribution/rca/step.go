@@ -60,7 +60,9 @@ func stepped(target []float64, k int, shift float64, cause []float64) (bool, str
 // robust standard deviations of the same jump at every place of the window
 // more than w from k. NaN when fewer than 4 points lie on a side (too
 // short to judge, which counts as a step); ±Inf when the other jumps are
-// all equal (a constant series that stepped).
+// all equal (a constant series that stepped). When more than half of them
+// are equal the MAD is 0 and their root-mean-square deviation from the
+// median stands in.
 func localJump(x []float64, k int) float64 {
 	n := len(x)
 	w := min(stepWindow, k, n-k)
@@ -85,6 +87,15 @@ func localJump(x []float64, k int) float64 {
 	}
 	slices.Sort(others)
 	sd := 1.4826 * quantileSorted(others, 0.5)
+	if !(sd > 0) {
+		// Over half the jumps equal (a queue that is mostly empty): the
+		// MAD says nothing, the standard deviation still does.
+		ss := 0.0
+		for _, v := range others {
+			ss += v * v
+		}
+		sd = math.Sqrt(ss / float64(len(others)))
+	}
 	d := jump(k) - med
 	if !(sd > 0) {
 		if d == 0 {
