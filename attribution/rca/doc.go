@@ -39,7 +39,11 @@
 // known direction, and 3) is an incident when the first root cause stepped
 // clearly at that time, informs about the target (itself, or through an
 // informative anomaly it explains) and corroborates it, and when the target's own split misses such a change, the change
-// times that clear steps of candidates point at are tried. See Rank for
+// times that clear steps of candidates point at are tried. An incident is
+// also a step: when neither the target nor its first root cause jumps at
+// its change by more than the window's load wander makes elsewhere
+// (step.go), the target wandered with its load and the answer is "no
+// incident". See Rank for
 // the formulas and Onset for the change-point methods.
 //
 // # The serving graph

@@ -202,6 +202,7 @@ const (
 	WhyImproved     = "improved"      // no incident: the change went the harmless way
 	WhyNoChange     = "no change"     // no incident: |z| under MinTargetZ
 	WhyTooSmall     = "too small"     // no incident: under MinTargetChange of the mean
+	WhyWandered     = "wandered"      // no incident: neither the target nor its root cause stepped
 	WhyNoCause      = "no cause"      // unexplained: no candidate passes the causal checks
 	WhyNoCandidates = "no candidates" // unexplained: nothing to rank
 )
@@ -255,8 +256,10 @@ const (
 //     cause that informs about the target (itself, or through an
 //     informative anomaly it explains) corroborates it (see corroborates;
 //     with ChangePoint 0, the change times of corroboratedOnsets are tried
-//     too), VerdictUnexplained when the first row does not pass the
-//     checks, else VerdictIncident. VerdictReason says which.
+//     too), or when neither the target nor its first root cause stepped
+//     (stepped: load that wanders moves a latency without a step),
+//     VerdictUnexplained when the first row does not pass the checks,
+//     else VerdictIncident. VerdictReason says which.
 //
 // Candidates must be aligned with target (one value per target point).
 // Errors wrap the causal package's sentinels: ErrNaN for a non-finite value,
@@ -623,6 +626,13 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	if weak && len(order) > 0 && tiers[order[0]] == 0 && informs(order[0]) && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
 		res.Verdict, res.Why = VerdictIncident, WhyCorroborated
 		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
+	}
+	if res.Verdict == VerdictIncident && len(order) > 0 && tiers[order[0]] == 0 {
+		if ok, words := stepped(target.Values, res.Change.At, res.Change.Shift, cands[order[0]].Values); !ok {
+			res.Verdict, res.Why = VerdictNoIncident, WhyWandered
+			res.VerdictReason = changeWords(res.Change, pre, dir) + ", but " + words + ": the target wandered with its load, which is no incident"
+			return res, nil
+		}
 	}
 	if res.Verdict == VerdictIncident && (len(order) == 0 || tiers[order[0]] != 0) {
 		res.Verdict, res.Why = VerdictUnexplained, WhyNoCause
