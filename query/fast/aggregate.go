@@ -119,18 +119,7 @@ func (ag *aggregator) batch(cols []*column) error {
 		return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
 			for ci, c := range cols {
 				g := ag.groups[ag.member[ci]]
-				has, v := c.has[lo:hi], c.v[lo:hi]
-				seen, val, cc := g.seen[lo:hi], g.val[lo:hi], g.c[lo:hi]
-				for i, h := range has {
-					if !h {
-						continue
-					}
-					if !seen[i] {
-						seen[i], val[i], cc[i] = true, v[i], 0
-						continue
-					}
-					val[i], cc[i] = kahansum.Inc(v[i], val[i], cc[i])
-				}
+				kahanFold(c.has[lo:hi], c.v[lo:hi], g.seen[lo:hi], g.val[lo:hi], g.c[lo:hi])
 			}
 			return nil
 		})

@@ -16,7 +16,10 @@
 //     computed with upstream's formula and order of operations: the same
 //     extrapolation arithmetic for rate/increase/delta, Kahan sums added in
 //     series order per step (the fold is parallel over steps, never over
-//     series, so the order of additions is the upstream one), and
+//     series, so the order of additions is the upstream one; kahan.go runs
+//     kahansum.Inc's additions inline over finite inputs and calls Inc
+//     itself wherever a NaN or an infinity could make the payload depend
+//     on operand order), and
 //     promql.BucketQuantile itself for classic histograms. Native
 //     histograms (histogram.go, histogram_dense.go): rate and increase
 //     follow upstream's histogramRate (counter reset hints, schema
@@ -74,7 +77,10 @@
 //     ends, its resets and, when the sample times shift against the
 //     window, the time-only part of the extrapolation need; the zero
 //     clamp's division is skipped where a multiplication proves it cannot
-//     apply (TestClampFree).
+//     apply (TestClampFree). Steps with no reset in the window, the cached
+//     time-only part and no clamp run in a loop without calls, so that
+//     its state stays in registers; the others are computed in full
+//     outside it (TestCounterSteps checks both against upstream's formula).
 //   - Memory is bounded by a batch of series at a time: one series' samples
 //     per worker and one column of step values per series of the batch,
 //     plus the aggregated output; samples are never all materialised.

@@ -1,5 +1,7 @@
 package fast
 
+import "math"
+
 // rateRange is a range selector's width in the two units the
 // extrapolation uses, converted once per series instead of once per step
 // (time.Duration.Milliseconds is an integer division).
@@ -122,55 +124,140 @@ func extrapolationFactor(sampledInterval, durationToStart, durationToEnd float64
 
 // counterSteps is rangeSteps for rate and increase: per step, only the
 // window's ends, the resets inside it and (for irregular samples) the
-// time-only part of the extrapolation are computed, in one loop without
-// a call on the common path.
+// time-only part of the extrapolation are computed. The common step runs
+// in counterLoop.common, without a call; a step that is not common is
+// computed in full here, and the loop resumes after it.
 func (wk *worker) counterSteps(ev *evaluator, l *leaf, c *column, isRate bool) bool {
 	buf, rr := wk.buf, rangeOf(l)
 	// Positions where the counter went down, in order: rate adds the
 	// value before each one inside the window, as upstream does.
 	resets := wk.resets[:0]
-	for i := 1; i < len(buf); i++ {
-		if buf[i].f < buf[i-1].f {
-			resets = append(resets, i)
+	if len(buf) > 0 {
+		prev := buf[0].f
+		for i, p := range buf[1:] {
+			if p.f < prev {
+				resets = append(resets, i+1)
+			}
+			prev = p.f
 		}
 	}
 	wk.resets = resets
 	rc := &wk.rc
-	vals, has := c.v[:ev.steps], c.has[:ev.steps]
-	any := false
-	lo, hi, r := 0, 0, 0
-	for i, ts := 0, ev.start; i < len(vals); i, ts = i+1, ts+ev.interval {
-		for lo < len(buf) && buf[lo].t <= ts-rr.ms {
-			lo++
+	cl := counterLoop{
+		buf: buf, vals: c.v[:ev.steps], has: c.has[:ev.steps],
+		start: ev.start, interval: ev.interval, rms: rr.ms,
+		nextReset: math.MaxUint, kN: -1,
+	}
+	if len(resets) > 0 {
+		cl.nextReset = uint(resets[0])
+	}
+	any, r := false, 0
+	for i := 0; ; i++ {
+		var some bool
+		i, some = cl.common(i)
+		any = any || some
+		if i == len(cl.vals) {
+			return any
 		}
-		for hi < len(buf) && buf[hi].t <= ts {
-			hi++
-		}
-		if hi-lo < 2 {
-			continue
-		}
+		// The step common stopped at, lo and hi already its own.
+		ts, lo, hi := cl.start+int64(i)*cl.interval, cl.lo, cl.hi
 		first, last := buf[lo], buf[hi-1]
 		result := last.f - first.f
-		for r < len(resets) && resets[r] <= lo {
+		for r < len(resets) && uint(resets[r]) <= lo {
 			r++
 		}
+		cl.nextReset = math.MaxUint
+		if r < len(resets) {
+			cl.nextReset = uint(resets[r])
+		}
 		for _, pos := range resets[r:] {
-			if pos >= hi {
+			if uint(pos) >= hi {
 				break
 			}
 			result += buf[pos-1].f
 		}
-		n := hi - lo - 1
-		toStart, toEnd, sampled := first.t-(ts-rr.ms), ts-last.t, last.t-first.t
-		if !rc.valid || rc.toStart != toStart || rc.toEnd != toEnd || rc.sampled != sampled || rc.n != n {
-			rc.fill(toStart, toEnd, sampled, n, rr, isRate)
+		nw := int(hi - lo - 1)
+		toStart, toEnd := first.t-(ts-cl.rms), ts-last.t
+		if toStart != cl.kStart || toEnd != cl.kEnd || nw != cl.kN {
+			rc.fill(toStart, toEnd, last.t-first.t, nw, rr, isRate)
+			cl.kStart, cl.kEnd, cl.kN = toStart, toEnd, nw
+			cl.factor, cl.zeroBound = rc.factor, rc.zeroBound
 		}
-		factor := rc.factor
+		factor := cl.factor
 		if result > 0 && first.f >= 0 && !rc.clampFree(first.f, result) {
 			factor = rc.counterFactor(first.f, result, rr, isRate)
+		}
+		cl.vals[i], cl.has[i] = result*factor, true
+		any = true
+	}
+}
+
+// counterLoop is counterSteps' state between steps: the series, the
+// output column, the window's bounds as positions in the series, the
+// next reset's position, and the rate cache's key and factor. The key
+// leaves out the sampled interval, which the window's width and its two
+// ends determine (sampled = width - toStart - toEnd); it starts empty for
+// each series (kN = -1: no window has fewer than one interval), so the
+// cache never outlives a change of range or function, at the cost of one
+// fill a series.
+type counterLoop struct {
+	buf                  []fpoint
+	vals                 []float64
+	has                  []bool
+	start, interval, rms int64
+	lo, hi               uint // the window of the last step: buf[lo:hi]
+	nextReset            uint // position of the first reset after lo, or MaxUint
+	kStart, kEnd         int64
+	kN                   int
+	factor, zeroBound    float64
+}
+
+// common computes steps from i on while they are common — no reset
+// inside the window, the cached time-only part still good, the zero
+// clamp provably out of reach — and returns the first step that is not
+// (or len(vals)) and whether it gave any value. It makes no call, and
+// holds the state in locals: with a call anywhere in the loop, the
+// compiler kept each of them on the stack, a load or a store at every
+// use.
+func (cl *counterLoop) common(i int) (int, bool) {
+	buf, vals, has := cl.buf, cl.vals, cl.has
+	has = has[:len(vals)]
+	interval, rms := cl.interval, cl.rms
+	ts := cl.start + int64(i)*interval
+	lo, hi, nextReset := cl.lo, cl.hi, cl.nextReset
+	// The key against the step's time: first.t-ts and hi-lo.
+	kFirst, kEnd, kW := cl.kStart-rms, cl.kEnd, uint(cl.kN+1)
+	factor, zeroBound := cl.factor, cl.zeroBound
+	any := false
+	for ; i < len(vals); i, ts = i+1, ts+interval {
+		lo, hi = advance(buf, lo, ts-rms), advance(buf, hi, ts)
+		if hi < lo+2 {
+			continue
+		}
+		if nextReset < hi {
+			break
+		}
+		first, last := buf[lo], buf[hi-1]
+		if first.t-ts != kFirst || ts-last.t != kEnd || hi-lo != kW {
+			break
+		}
+		result := last.f - first.f
+		// The clamp's test, then clampFree's.
+		if result > 0 && first.f >= 0 && !(result >= 0x1p-900 && first.f > result*zeroBound) {
+			break
 		}
 		vals[i], has[i] = result*factor, true
 		any = true
 	}
-	return any
+	cl.lo, cl.hi = lo, hi
+	return i, any
+}
+
+// advance returns the first position from j on whose sample is after t
+// (len(buf) if none).
+func advance(buf []fpoint, j uint, t int64) uint {
+	for j < uint(len(buf)) && buf[j].t <= t {
+		j++
+	}
+	return j
 }

@@ -188,3 +188,32 @@ func refCounterRate(w []fpoint, ts int64, rng time.Duration, isRate bool) (float
 	}
 	return result * factor, true
 }
+
+// BenchmarkCounterSteps is the rate step loop alone on the dashboard's
+// shape: a counter scraped every 15 s, rate over 1 m at 15 s steps for
+// 1 h (241 steps, 245 samples), a reset in one series of eight.
+func BenchmarkCounterSteps(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 7))
+	ev := &evaluator{start: 3_600_000, interval: 15_000, steps: 241}
+	l := &leaf{fn: "rate", rng: time.Minute}
+	var bufs [][]fpoint
+	for s := 0; s < 8; s++ {
+		var buf []fpoint
+		v := float64(r.IntN(1000))
+		for tt := ev.start - 45_000; tt <= ev.start+240*15_000; tt += 15_000 {
+			v += float64(r.IntN(5))
+			if s == 0 && tt == ev.start+1_800_000 {
+				v = 1
+			}
+			buf = append(buf, fpoint{tt, v})
+		}
+		bufs = append(bufs, buf)
+	}
+	wk := &worker{}
+	c := &column{v: make([]float64, ev.steps), has: make([]bool, ev.steps)}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		wk.buf = bufs[i%len(bufs)]
+		wk.counterSteps(ev, l, c, true)
+	}
+}
