@@ -61,17 +61,15 @@ type hpoint struct {
 // histogram leaf.
 type histShard struct {
 	querier storage.Querier
-	set     storage.SeriesSet
-	it      chunkenc.Iterator
-	pts     []hpoint // the series' samples in the windows; pts[:cap] keep their histograms
-	zero    histogram.FloatHistogram
-	resets  []bool // resets[j]: pts[j].h.DetectReset(pts[j-1].h)
-	breaks  []int  // breaks[j+1]-breaks[j]: pts[j] has another layout than pts[j-1] (or a gauge hint)
-	below   belowCache
-	annos   []error // one step's annotations, before they go to the evaluator
-	hash    uint64
-	n       int
-	maxWin  int // the largest sample count (upstream's) of the points one series read
+	seriesWalk
+	it     chunkenc.Iterator
+	pts    []hpoint // the series' samples in the windows; pts[:cap] keep their histograms
+	zero   histogram.FloatHistogram
+	resets []bool // resets[j]: pts[j].h.DetectReset(pts[j-1].h)
+	breaks []int  // breaks[j+1]-breaks[j]: pts[j] has another layout than pts[j-1] (or a gauge hint)
+	below  belowCache
+	annos  []error // one step's annotations, before they go to the evaluator
+	maxWin int     // the largest sample count (upstream's) of the points one series read
 }
 
 // runHistLeaf evaluates a rate or increase over native histograms. It
@@ -123,57 +121,27 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 	// histograms.
 	_, dense := s.(*aggregator)
 	nonEmpty := make([]bool, batch)
-	workers := len(shards)
+	walks := make([]*seriesWalk, len(shards))
+	for w := range shards {
+		walks[w] = &shards[w].seriesWalk
+	}
 	var (
 		out   []*column
 		total int
 	)
 	for {
-		err := parallel(workers, workers, func(w, _, _ int) error {
+		n, err := ev.walkBatch(walks, cols, nonEmpty, func(w int, c *column) (bool, error) {
 			sh := &shards[w]
-			sh.hash, sh.n = 0, 0
-			for i := 0; i < batch; i++ {
-				if !sh.set.Next() {
-					break
-				}
-				sh.n++
-				lset := sh.set.At().Labels()
-				if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
-					return ErrFallback
-				}
-				sh.hash = sh.hash*31 + lset.Hash()
-				if i%workers != w {
-					continue
-				}
-				if i/workers%64 == 0 {
-					if err := ev.checkContext(); err != nil {
-						return err
-					}
-				}
-				c := &cols[i]
-				c.lset = lset
-				if c.h == nil {
-					c.h, c.hraw = make([]histogram.FloatHistogram, ev.steps), make([]bool, ev.steps)
-				}
-				if err := sh.read(ev, l); err != nil {
-					return err
-				}
-				ok, err := sh.rateSteps(ev, l, c)
-				if err != nil {
-					return err
-				}
-				nonEmpty[i] = ok
+			if c.h == nil {
+				c.h, c.hraw = make([]histogram.FloatHistogram, ev.steps), make([]bool, ev.steps)
 			}
-			return nil
+			if err := sh.read(ev, l); err != nil {
+				return false, err
+			}
+			return sh.rateSteps(ev, l, c)
 		})
 		if err != nil {
 			return err
-		}
-		n := shards[0].n
-		for w := range shards {
-			if shards[w].n != n || shards[w].hash != shards[0].hash {
-				return ErrFallback
-			}
 		}
 		out = out[:0]
 		for i := 0; i < n; i++ {

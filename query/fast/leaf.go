@@ -49,13 +49,19 @@ func (ev *evaluator) window(l *leaf) (mint, maxt int64) {
 type shard struct {
 	querier  storage.Querier
 	cquerier storage.ChunkQuerier
-	set      storage.SeriesSet
-	cset     storage.ChunkSeriesSet
-	it       chunkenc.Iterator
-	cit      chunks.Iterator
+	seriesWalk
+	cset storage.ChunkSeriesSet
+	it   chunkenc.Iterator
+	cit  chunks.Iterator
 	worker
-	hash uint64 // of the labels of the batch it walked (sampleBatches)
-	n    int    // series it walked in the batch (sampleBatches)
+}
+
+// seriesWalk is a worker's walk of a selection through its own sample
+// querier (walkBatch).
+type seriesWalk struct {
+	set  storage.SeriesSet
+	hash uint64 // of the labels of the batch it walked
+	n    int    // series it walked in the batch
 }
 
 func (sh *shard) err() error {
@@ -289,48 +295,16 @@ func (ev *evaluator) sampleBatches(l *leaf, shards []shard, emit func([]column, 
 	defer putBuffers(bufs)
 	cols := ev.columns(l, bufs, 0, batch)
 	nonEmpty := make([]bool, batch)
-	workers := len(shards)
+	walks := make([]*seriesWalk, len(shards))
+	for w := range shards {
+		walks[w] = &shards[w].seriesWalk
+	}
 	for {
-		err := parallel(workers, workers, func(w, _, _ int) error {
-			sh := &shards[w]
-			sh.hash, sh.n = 0, 0
-			for i := 0; i < batch; i++ {
-				if !sh.set.Next() {
-					break
-				}
-				sh.n++
-				lset := sh.set.At().Labels()
-				if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
-					// Type and unit labels change how upstream groups.
-					return ErrFallback
-				}
-				sh.hash = sh.hash*31 + lset.Hash()
-				if i%workers != w {
-					continue
-				}
-				if i/workers%64 == 0 {
-					if err := ev.checkContext(); err != nil {
-						return err
-					}
-				}
-				c := &cols[i]
-				c.lset = lset
-				ok, err := sh.evalSeries(ev, l, c)
-				if err != nil {
-					return err
-				}
-				nonEmpty[i] = ok
-			}
-			return nil
+		n, err := ev.walkBatch(walks, cols, nonEmpty, func(w int, c *column) (bool, error) {
+			return shards[w].evalSeries(ev, l, c)
 		})
 		if err != nil {
 			return err
-		}
-		n := shards[0].n
-		for w := range shards {
-			if shards[w].n != n || shards[w].hash != shards[0].hash {
-				return ErrFallback
-			}
 		}
 		if err := emit(cols, nonEmpty, n); err != nil {
 			return err
@@ -339,6 +313,57 @@ func (ev *evaluator) sampleBatches(l *leaf, shards []shard, emit func([]column, 
 			return nil
 		}
 	}
+}
+
+// walkBatch walks the next batch (up to len(cols) series) of every
+// shard's set at once, each worker evaluating every W-th series into its
+// column with eval and marking in nonEmpty whether it has output. It
+// returns how many series the batch held, or ErrFallback where the
+// workers did not see the same series in the same order, or a series
+// carries type and unit labels (they change how upstream groups).
+func (ev *evaluator) walkBatch(walks []*seriesWalk, cols []column, nonEmpty []bool, eval func(w int, c *column) (bool, error)) (int, error) {
+	workers := len(walks)
+	err := parallel(workers, workers, func(w, _, _ int) error {
+		sh := walks[w]
+		sh.hash, sh.n = 0, 0
+		for i := range cols {
+			if !sh.set.Next() {
+				break
+			}
+			sh.n++
+			lset := sh.set.At().Labels()
+			if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
+				return ErrFallback
+			}
+			sh.hash = sh.hash*31 + lset.Hash()
+			if i%workers != w {
+				continue
+			}
+			if i/workers%64 == 0 {
+				if err := ev.checkContext(); err != nil {
+					return err
+				}
+			}
+			c := &cols[i]
+			c.lset = lset
+			ok, err := eval(w, c)
+			if err != nil {
+				return err
+			}
+			nonEmpty[i] = ok
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := walks[0].n
+	for _, sw := range walks {
+		if sw.n != n || sw.hash != walks[0].hash {
+			return 0, ErrFallback
+		}
+	}
+	return n, nil
 }
 
 // columns returns n columns of the leaf's step values, the from-th to
