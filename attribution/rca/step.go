@@ -44,9 +44,8 @@ func stepped(target []float64, k int, shift float64, cause []float64) (bool, str
 	if err != nil {
 		return true, ""
 	}
-	cr := cause
-	cj := localJump(cr, c.At)
-	if kj := localJump(cr, k); kj*c.Z > 0 && math.Abs(kj) > math.Abs(cj) {
+	cj := localJump(cause, c.At)
+	if kj := localJump(cause, k); kj*c.Z > 0 && math.Abs(kj) > math.Abs(cj) {
 		cj = kj
 	}
 	if math.IsNaN(cj) || (math.Abs(c.Z) >= minStepZ && cj*c.Z > 0 && math.Abs(cj) >= minStepJump) {
