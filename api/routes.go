@@ -56,6 +56,13 @@ func (u *upstreamRoutes) instrument(name string, h http.HandlerFunc) http.Handle
 			*p = name
 			return
 		}
+		// The Prometheus API gzips each response with a gzip writer of
+		// its own (about 1 MB allocated a response, more than a small
+		// query costs); the server's handler compresses with pooled
+		// writers (Server.Handler), which decided on the request's
+		// Accept-Encoding before this, so the API is told nothing is
+		// accepted.
+		r.Header.Del("Accept-Encoding")
 		h(w, r)
 	}
 }
