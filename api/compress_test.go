@@ -57,8 +57,10 @@ func fetch(t testing.TB, h http.Handler, path string, params url.Values, gz bool
 func TestUpstreamResponsesCompressedOnce(t *testing.T) {
 	h := compressServer(t)
 	start := diffStart.Unix()
-	big := url.Values{"query": {`rate(http_requests_total[5m])`}, "start": {strconv.FormatInt(start, 10)},
-		"end": {strconv.FormatInt(start+3000, 10)}, "step": {"15"}}
+	big := url.Values{
+		"query": {`rate(http_requests_total[5m])`}, "start": {strconv.FormatInt(start, 10)},
+		"end": {strconv.FormatInt(start+3000, 10)}, "step": {"15"},
+	}
 	res, plain := fetch(t, h, "/api/v1/query_range", big, false)
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Encoding") != "" || len(plain) < 4096 {
 		t.Fatalf("plain: %d %q, %d bytes", res.StatusCode, res.Header.Get("Content-Encoding"), len(plain))
