@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/parser/posrange"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -82,15 +83,7 @@ type histShard struct {
 // steps; those queries go upstream. Any float sample other than a stale
 // marker in the windows (a mixed selection) hands the query back too.
 func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
-	mint, maxt := ev.window(l)
-	step := ev.interval
-	if ev.instant {
-		step = 0
-	}
-	hints := &storage.SelectHints{
-		Start: mint, End: maxt, Step: step, Range: l.rng.Milliseconds(),
-		Func: l.hintFunc, By: l.hintBy, Grouping: l.hintGrp,
-	}
+	mint, maxt, hints := ev.selectHints(l)
 	shards := make([]histShard, ev.opts.Workers)
 	defer func() {
 		for i := range shards {
@@ -328,6 +321,25 @@ func (sh *histShard) rateSteps(ev *evaluator, l *leaf, c *column) (bool, error) 
 	return any, nil
 }
 
+// histOpDone is the outcome of one Sub or Add in histogramRate, as
+// upstream takes it: true to go on; false with nil for a mix of
+// exponential and custom buckets (no histogram, upstream's warning
+// replacing the step's annotations); false with ErrFallback for a
+// reconciliation of custom bounds or any other error.
+func (sh *histShard) histOpDone(reconciled bool, err error, name string, pos posrange.PositionRange) (bool, error) {
+	if err != nil {
+		if errors.Is(err, histogram.ErrHistogramsIncompatibleSchema) {
+			sh.annos = append(sh.annos[:0], annotations.NewMixedExponentialCustomHistogramsWarning(name, pos))
+			return false, nil
+		}
+		return false, ErrFallback
+	}
+	if reconciled {
+		return false, ErrFallback
+	}
+	return true, nil
+}
+
 // histogramRate is upstream's histogramRate for a counter (rate and
 // increase) without start timestamps, into dst: the same FloatHistogram
 // methods in the same order, the same annotations (into sh.annos, which
@@ -375,29 +387,15 @@ func (sh *histShard) histogramRate(w []hpoint, dst *histogram.FloatHistogram, na
 		*dst = *h
 	}
 	_, _, reconciled, err := dst.Sub(prev)
-	if err != nil {
-		if errors.Is(err, histogram.ErrHistogramsIncompatibleSchema) {
-			sh.annos = append(sh.annos[:0], annotations.NewMixedExponentialCustomHistogramsWarning(name, pos))
-			return false, nil
-		}
-		return false, ErrFallback
-	}
-	if reconciled {
-		return false, ErrFallback
+	if ok, err := sh.histOpDone(reconciled, err, name, pos); !ok {
+		return false, err
 	}
 	for i, p := range w[1:] {
 		curr := p.h
 		if curr.DetectReset(prev) {
 			_, _, reconciled, err := dst.Add(prev)
-			if err != nil {
-				if errors.Is(err, histogram.ErrHistogramsIncompatibleSchema) {
-					sh.annos = append(sh.annos[:0], annotations.NewMixedExponentialCustomHistogramsWarning(name, pos))
-					return false, nil
-				}
-				return false, ErrFallback
-			}
-			if reconciled {
-				return false, ErrFallback
+			if ok, err := sh.histOpDone(reconciled, err, name, pos); !ok {
+				return false, err
 			}
 		}
 		prev = w[i+1].h

@@ -40,6 +40,20 @@ func (ev *evaluator) window(l *leaf) (mint, maxt int64) {
 	return ev.start - l.rng.Milliseconds() + 1, ev.end
 }
 
+// selectHints returns the selector's data range and the hints upstream
+// gives the querier for it.
+func (ev *evaluator) selectHints(l *leaf) (mint, maxt int64, hints *storage.SelectHints) {
+	mint, maxt = ev.window(l)
+	step := ev.interval
+	if ev.instant {
+		step = 0
+	}
+	return mint, maxt, &storage.SelectHints{
+		Start: mint, End: maxt, Step: step, Range: l.rng.Milliseconds(),
+		Func: l.hintFunc, By: l.hintBy, Grouping: l.hintGrp,
+	}
+}
+
 // shard is one worker's view of a leaf: its own querier (a querier's
 // chunk reader is not safe for concurrent use — the head keeps a
 // per-reader cache of a series' chunks for range queries), its own series
@@ -88,15 +102,7 @@ func (sh *shard) close() {
 }
 
 func (ev *evaluator) runLeaf(l *leaf, s sink) error {
-	mint, maxt := ev.window(l)
-	step := ev.interval
-	if ev.instant {
-		step = 0
-	}
-	hints := &storage.SelectHints{
-		Start: mint, End: maxt, Step: step, Range: l.rng.Milliseconds(),
-		Func: l.hintFunc, By: l.hintBy, Grouping: l.hintGrp,
-	}
+	mint, maxt, hints := ev.selectHints(l)
 	// One shard per worker: its decoding buffers and, for storage that
 	// serves no chunks, its own querier (sampleBatches).
 	shards := make([]shard, ev.opts.Workers)
