@@ -413,37 +413,16 @@ func extrapolateHistogram(w []hpoint, h *histogram.FloatHistogram, ts int64, l *
 }
 
 // histFactor is the extrapolation factor of a histogram rate whose count
-// (before the factor) is count.
+// (before the factor) is count: upstream takes it from the window's times
+// and the counts as it does a float counter's from its values, so it is
+// the float path's arithmetic (rateCache) on the first sample's count.
 func histFactor(w []hpoint, count float64, ts int64, l *leaf, isRate bool) float64 {
 	n := len(w) - 1
-	rangeStart, rangeEnd := ts-l.rng.Milliseconds(), ts
 	firstT, lastT := w[0].t, w[n].t
-	durationToStart := float64(firstT-rangeStart) / 1000
-	durationToEnd := float64(rangeEnd-lastT) / 1000
-	sampledInterval := float64(lastT-firstT) / 1000
-	averageDurationBetweenSamples := sampledInterval / float64(n)
-	extrapolationThreshold := averageDurationBetweenSamples * 1.1
-	if durationToStart >= extrapolationThreshold {
-		durationToStart = averageDurationBetweenSamples / 2
-	}
-	durationToZero := durationToStart
-	if count > 0 && w[0].h.Count >= 0 {
-		durationToZero = sampledInterval * (w[0].h.Count / count)
-	}
-	if durationToZero < durationToStart {
-		durationToStart = durationToZero
-	}
-	if durationToEnd >= extrapolationThreshold {
-		durationToEnd = averageDurationBetweenSamples / 2
-	}
-	factor := 1.0
-	if sampledInterval != 0 {
-		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
-	}
-	if isRate {
-		factor /= l.rng.Seconds()
-	}
-	return factor
+	rr := rangeOf(l)
+	var rc rateCache
+	rc.fill(firstT-(ts-rr.ms), ts-lastT, lastT-firstT, n, rr, isRate)
+	return rc.counterFactor(w[0].h.Count, count, rr, isRate)
 }
 
 // histColumns reports whether cols hold histograms (a leaf's columns are
