@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 
@@ -59,14 +58,7 @@ func TestAppendsWhileReading(t *testing.T) {
 	if want.Err != nil {
 		t.Fatal(want.Err)
 	}
-	expr, err := parser.NewParser(parser.Options{}).ParseExpr(qs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, ok := fast.Compile(expr)
-	if !ok {
-		t.Fatal("not compiled")
-	}
+	plan := mustCompile(t, qs)
 	var (
 		wg   sync.WaitGroup
 		stop = make(chan struct{})

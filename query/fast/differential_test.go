@@ -458,6 +458,21 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int, gen func(*r
 	}
 }
 
+// mustCompile parses qs and compiles it for the fast path, failing the
+// test where either refuses.
+func mustCompile(t testing.TB, qs string) *fast.Plan {
+	t.Helper()
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, ok := fast.Compile(expr)
+	if !ok {
+		t.Fatalf("%s: not compiled", qs)
+	}
+	return plan
+}
+
 // samplesQueryable hides the TSDB's chunk querier.
 type samplesQueryable struct{ q storage.Queryable }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/tailroot/tailroot/query"
 	"github.com/tailroot/tailroot/query/fast"
@@ -17,14 +16,7 @@ import (
 // upstream engine's error types, which the API maps to its error kinds.
 func TestContextEnds(t *testing.T) {
 	db := openDiffDB(t, 3)
-	expr, err := parser.NewParser(parser.Options{}).ParseExpr(`sum by (job) (rate(req_total[5m]))`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, ok := fast.Compile(expr)
-	if !ok {
-		t.Fatal("not compiled")
-	}
+	plan := mustCompile(t, `sum by (job) (rate(req_total[5m]))`)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))

@@ -38,14 +38,7 @@ func (s *chunkSource) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, erro
 // TSDB's own.
 func TestChunkSource(t *testing.T) {
 	db := openDiffDB(t, 5)
-	expr, err := parser.NewParser(parser.Options{}).ParseExpr(`sum by (job) (rate(req_total[5m]))`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, ok := fast.Compile(expr)
-	if !ok {
-		t.Fatal("not compiled")
-	}
+	plan := mustCompile(t, `sum by (job) (rate(req_total[5m]))`)
 	start := diffStart.Add(time.Hour)
 	eval := func(q storage.Queryable) parser.Value {
 		m, _, err := plan.Range(context.Background(), q, fast.DefaultOptions(), start, start.Add(time.Hour), 15*time.Second)
