@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/tsdb/tombstones"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/kahansum"
 )
@@ -65,6 +66,7 @@ type shard struct {
 	cquerier storage.ChunkQuerier
 	seriesWalk
 	cset storage.ChunkSeriesSet
+	bw   *blockWalk // where the blocks are read one by one instead of cset
 	it   chunkenc.Iterator
 	cit  chunks.Iterator
 	worker
@@ -79,6 +81,9 @@ type seriesWalk struct {
 }
 
 func (sh *shard) err() error {
+	if sh.bw != nil {
+		return sh.bw.err()
+	}
 	if sh.cset != nil {
 		return sh.cset.Err()
 	}
@@ -86,6 +91,9 @@ func (sh *shard) err() error {
 }
 
 func (sh *shard) warnings() annotations.Annotations {
+	if sh.bw != nil {
+		return sh.bw.warnings()
+	}
 	if sh.cset != nil {
 		return sh.cset.Warnings()
 	}
@@ -116,16 +124,25 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	// the chunks; the workers decode them.
 	var walker *shard
 	if chunked {
-		q, err := cq.ChunkQuerier(mint, maxt)
-		if err != nil {
-			return err
-		}
-		walker = &shard{cquerier: q}
-		defer walker.close()
 		// The decoder drops what lies outside the windows itself;
 		// trimming would re-encode every chunk across mint or maxt.
 		hints.DisableTrimming = true
-		walker.cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
+		bw, err := openBlockWalk(ev.ctx, cq, hints, l.vs.LabelMatchers)
+		if err != nil {
+			return err
+		}
+		if bw != nil {
+			walker = &shard{bw: bw}
+			defer bw.close()
+		} else {
+			q, err := cq.ChunkQuerier(mint, maxt)
+			if err != nil {
+				return err
+			}
+			walker = &shard{cquerier: q}
+			defer walker.close()
+			walker.cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
+		}
 	}
 	err := parallel(len(shards), len(shards), func(w, _, _ int) error {
 		if chunked {
@@ -224,7 +241,8 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 	f := ev.filter(l)
 	type part struct {
 		cols     []column
-		metas    [][]chunks.Meta // the chunks to decode, per column
+		metas    [][]colChunk            // the chunks to decode, per column
+		dels     [][]tombstones.Interval // deleted ranges, per column
 		nonEmpty []bool
 		n        int
 		err      error
@@ -233,7 +251,8 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 	for k := range parts {
 		p := &parts[k]
 		p.cols = ev.columns(l, bufs, k*half, half)
-		p.metas = make([][]chunks.Meta, half)
+		p.metas = make([][]colChunk, half)
+		p.dels = make([][]tombstones.Interval, half)
 		p.nonEmpty = make([]bool, half)
 	}
 	walk := func(p *part) {
@@ -242,7 +261,11 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 				p.err = fmt.Errorf("fast: %v", r)
 			}
 		}()
-		p.n, p.err = ev.walkChunks(l, walker, &f, p.cols, p.metas)
+		if walker.bw != nil {
+			p.n, p.err = ev.walkBlocks(walker.bw, &f, p.cols, p.metas, p.dels)
+		} else {
+			p.n, p.err = ev.walkChunks(l, walker, &f, p.cols, p.metas, p.dels)
+		}
 	}
 	cur, nxt := &parts[0], &parts[1]
 	walk(cur)
@@ -269,7 +292,7 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 						return err
 					}
 				}
-				ok, err := sh.evalChunks(ev, l, &f, cur.metas[i], &cur.cols[i])
+				ok, err := sh.evalChunks(ev, l, &f, cur.metas[i], cur.dels[i], &cur.cols[i])
 				if err != nil {
 					return err
 				}
@@ -418,10 +441,11 @@ func (sh *shard) evalSeries(ev *evaluator, l *leaf, c *column) (bool, error) {
 }
 
 // evalChunks is evalSeries for the chunks a walker loaded.
-func (sh *shard) evalChunks(ev *evaluator, l *leaf, f *sampleFilter, metas []chunks.Meta, c *column) (bool, error) {
+func (sh *shard) evalChunks(ev *evaluator, l *leaf, f *sampleFilter, metas []colChunk, dels []tombstones.Interval, c *column) (bool, error) {
 	if err := sh.decodeChunks(l, f, metas, c.lset); err != nil {
 		return false, err
 	}
+	sh.buf = dropDeleted(sh.buf, dels)
 	return sh.steps(ev, l, c), nil
 }
 
@@ -452,7 +476,7 @@ func (ev *evaluator) filter(l *leaf) sampleFilter {
 // labels into cols and, into metas, the chunks some window meets (the
 // chunk querier loads a chunk as its iterator reaches it, through a chunk
 // reader only one goroutine may use). It returns how many series it read.
-func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []column, metas [][]chunks.Meta) (int, error) {
+func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []column, metas [][]colChunk, dels [][]tombstones.Interval) (int, error) {
 	n := 0
 	for i := range cols {
 		if !sh.cset.Next() {
@@ -472,6 +496,7 @@ func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []colu
 		}
 		cols[i].lset = lset
 		ms := metas[i][:0]
+		dels[i] = nil
 		sh.cit = series.Iterator(sh.cit)
 		for sh.cit.Next() {
 			m := sh.cit.At()
@@ -481,7 +506,7 @@ func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []colu
 			if enc := m.Chunk.Encoding(); enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
 				return 0, ErrHistogram
 			}
-			ms = append(ms, m)
+			ms = append(ms, colChunk{Meta: m})
 		}
 		if err := sh.cit.Err(); err != nil {
 			return 0, fmt.Errorf("read %s: %w", lset, err)
@@ -495,63 +520,87 @@ func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []colu
 // are all visible are decoded by appendXOR, the rest (a head chunk whose
 // last samples isolation hides, other encodings) through their own
 // iterators.
-func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []chunks.Meta, lset labels.Labels) error {
+func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []colChunk, lset labels.Labels) error {
 	usesST := l.fn == "rate" || l.fn == "increase" || l.fn == "irate"
 	buf := sh.buf[:0]
 	defer func() { sh.buf = buf }()
-	var err error
-	for _, m := range metas {
-		enc := m.Chunk.Encoding()
-		whole := false
-		if _, ok := m.Chunk.(*chunkenc.XORChunk); ok {
-			// A persisted chunk (or one a merge re-encoded): immutable.
-			whole = true
-		} else if enc == chunkenc.EncXOR {
-			// A head chunk: the chunk querier hands out a copy of the
-			// one still appended to, but the head's isolation may hide
-			// its last samples; its iterator says so by being other
-			// than the XOR chunk's own.
-			sh.it = m.Chunk.Iterator(sh.it)
-			whole = reflect.TypeOf(sh.it) == xorIteratorType
-		} else {
-			sh.it = m.Chunk.Iterator(sh.it)
-		}
-		if whole {
-			buf, err = appendXOR(buf, m.Chunk.Bytes(), f)
+	for _, cm := range metas {
+		m := cm.Meta
+		if cm.cr != nil {
+			// A persisted chunk: loaded here, by the worker.
+			chk, iter, err := cm.cr.ChunkOrIterable(m)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", lset, err)
 			}
-			continue
-		}
-		checkST := usesST && enc != chunkenc.EncXOR
-		next := f.firstStep(m.MinTime)
-		for vt := sh.it.Next(); vt != chunkenc.ValNone; vt = sh.it.Next() {
-			if vt != chunkenc.ValFloat {
-				return ErrHistogram
-			}
-			t, v := sh.it.At()
-			if t > f.end {
-				continue
-			}
-			if t > next || t <= next-f.interval {
-				next = f.firstStep(t)
-			}
-			if t <= next-f.width {
-				continue
-			}
-			if checkST && sh.it.AtST() != 0 {
+			if iter != nil {
 				return ErrFallback
 			}
-			if f.dropStale && value.IsStaleNaN(v) {
-				continue
-			}
-			buf = append(buf, fpoint{t, v})
+			m.Chunk = chk
 		}
-		if err := sh.it.Err(); err != nil {
+		from := len(buf)
+		var err error
+		buf, err = sh.decodeChunk(f, m, buf, usesST)
+		if err != nil {
+			if errors.Is(err, ErrHistogram) || errors.Is(err, ErrFallback) {
+				return err
+			}
 			return fmt.Errorf("read %s: %w", lset, err)
+		}
+		if cm.from > m.MinTime {
+			buf = dropBefore(buf, from, cm.from)
 		}
 	}
 	return nil
+}
+
+// decodeChunk appends a chunk's samples some window holds to buf: an XOR
+// chunk whose samples are all visible by appendXOR, any other (a head
+// chunk whose last samples isolation hides, other encodings) through its
+// own iterator.
+func (sh *shard) decodeChunk(f *sampleFilter, m chunks.Meta, buf []fpoint, usesST bool) ([]fpoint, error) {
+	enc := m.Chunk.Encoding()
+	whole := false
+	if _, ok := m.Chunk.(*chunkenc.XORChunk); ok {
+		// A persisted chunk (or one a merge re-encoded): immutable.
+		whole = true
+	} else if enc == chunkenc.EncXOR {
+		// A head chunk: the chunk querier hands out a copy of the
+		// one still appended to, but the head's isolation may hide
+		// its last samples; its iterator says so by being other
+		// than the XOR chunk's own.
+		sh.it = m.Chunk.Iterator(sh.it)
+		whole = reflect.TypeOf(sh.it) == xorIteratorType
+	} else {
+		sh.it = m.Chunk.Iterator(sh.it)
+	}
+	if whole {
+		return appendXOR(buf, m.Chunk.Bytes(), f)
+	}
+	checkST := usesST && enc != chunkenc.EncXOR
+	next := f.firstStep(m.MinTime)
+	for vt := sh.it.Next(); vt != chunkenc.ValNone; vt = sh.it.Next() {
+		if vt != chunkenc.ValFloat {
+			return buf, ErrHistogram
+		}
+		t, v := sh.it.At()
+		if t > f.end {
+			continue
+		}
+		if t > next || t <= next-f.interval {
+			next = f.firstStep(t)
+		}
+		if t <= next-f.width {
+			continue
+		}
+		if checkST && sh.it.AtST() != 0 {
+			return buf, ErrFallback
+		}
+		if f.dropStale && value.IsStaleNaN(v) {
+			continue
+		}
+		buf = append(buf, fpoint{t, v})
+	}
+	return buf, sh.it.Err()
 }
 
 // xorIteratorType is the type of an XOR chunk's own iterator.

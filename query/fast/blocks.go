@@ -1,0 +1,428 @@
+package fast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/tsdb/index"
+	"github.com/prometheus/prometheus/tsdb/tombstones"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// TSDBSource is implemented by a chunk queryable that is a Prometheus TSDB
+// held open for the caller (tailroot's tsdb.DB, which may reopen its TSDB
+// after a failed write): LeaseTSDB returns the TSDB and a release that ends
+// the hold. The evaluator then reads the persisted blocks one by one
+// (blockWalk) instead of through the TSDB's merging chunk querier.
+type TSDBSource interface {
+	LeaseTSDB() (*tsdb.DB, func(), error)
+}
+
+// colChunk is one chunk of a column's series: loaded (Chunk set: a head
+// chunk, or any chunk of the merged read), or a persisted chunk its worker
+// loads through cr, which is safe for concurrent use.
+type colChunk struct {
+	chunks.Meta
+	cr   tsdb.ChunkReader
+	from int64 // samples before it are dropped (a head chunk that began before the blocks ended)
+}
+
+// blockWalk reads a selection from a TSDB whose persisted blocks do not
+// overlap in time, block by block, and joins each series' chunks in time
+// order itself: the TSDB's own chunk querier would merge every series of
+// every block through a heap of series sets and, per series, a heap of
+// chunk iterators (storage.NewMergeChunkQuerier, compactChunkIterator) that
+// can only pass non-overlapping chunks through unchanged, and it would copy
+// each block's chunk metas per series. Here a block's series are read
+// straight from its index into reused buffers, its chunks are loaded by the
+// workers that decode them (a block's chunk reader is safe for concurrent
+// use; the head's is not, so head chunks are loaded here as before), and
+// the join is a linear scan over at most a few dozen parts.
+//
+// Where the blocks overlap (out-of-order or vertically compacted data not
+// yet compacted away), where the head's in-order or out-of-order data
+// reaches back into the blocks' time, or where the block list changed while
+// the walk was opened, openBlockWalk declines and the merged read is used.
+// A series whose joined chunks are not strictly ordered in time (chunks that
+// overlap inside a block) makes the query fall back to upstream. Deleted
+// ranges (tombstones) are applied to the decoded samples, as the TSDB's
+// deleting iterator drops them.
+type blockWalk struct {
+	blocks  []*blockPart
+	head    storage.ChunkSeriesSet
+	headQ   storage.ChunkQuerier
+	hasHead bool // head has a current series
+	hlset   labels.Labels
+	hit     chunks.Iterator
+	last    labels.Labels // the last series walked, to check the order
+	release func()
+	mint    int64
+	maxt    int64
+	cut     int64 // where the blocks end and the head begins
+}
+
+// blockPart is one persisted block's readers and its place in the walk.
+type blockPart struct {
+	minT, maxT int64 // the block's range, [minT, maxT)
+	ir         tsdb.IndexReader
+	cr         tsdb.ChunkReader
+	tr         tombstones.Reader
+	p          index.Postings
+	builder    labels.ScratchBuilder
+	lset       labels.Labels // current series, aliasing builder's buffer
+	chks       []chunks.Meta // its chunks
+	dels       tombstones.Intervals
+	ok         bool // has a current series
+}
+
+// tsdbOf returns the Prometheus TSDB behind q, if any, and the release of
+// its hold.
+func tsdbOf(q storage.ChunkQueryable) (*tsdb.DB, func(), bool, error) {
+	switch s := q.(type) {
+	case *tsdb.DB:
+		return s, func() {}, true, nil
+	case TSDBSource:
+		db, release, err := s.LeaseTSDB()
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return db, release, true, nil
+	}
+	return nil, nil, false, nil
+}
+
+// openBlockWalk opens the walk of ms over [mint, maxt], or returns nil
+// where it does not apply (see blockWalk): the caller then reads through
+// the merged chunk querier.
+func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage.SelectHints, ms []*labels.Matcher) (*blockWalk, error) {
+	mint, maxt := hints.Start, hints.End
+	db, release, ok, err := tsdbOf(q)
+	if err != nil || !ok {
+		return nil, err
+	}
+	all := db.Blocks()
+	var sel []*tsdb.Block
+	for _, b := range all {
+		if b.OverlapsClosedInterval(mint, maxt) {
+			if n := len(sel); n > 0 && sel[n-1].MaxTime() > b.MinTime() {
+				release()
+				return nil, nil // overlapping blocks: the merge dedups them
+			}
+			sel = append(sel, b)
+		}
+	}
+	if len(sel) == 0 {
+		// The head alone: its querier is already unmerged.
+		release()
+		return nil, nil
+	}
+	cut := sel[len(sel)-1].MaxTime()
+	h := db.Head()
+	if (h.MinOOOTime() < cut && h.MaxOOOTime() >= mint) || (h.MinTime() < cut && h.MaxTime() >= mint) {
+		// The head holds data of the blocks' time (out-of-order samples,
+		// or a head not yet truncated after a compaction).
+		release()
+		return nil, nil
+	}
+	w := &blockWalk{release: release, mint: mint, maxt: maxt, cut: cut}
+	fail := func(err error) (*blockWalk, error) {
+		w.close()
+		if errors.Is(err, tsdb.ErrClosing) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	for _, b := range sel {
+		p := &blockPart{minT: b.MinTime(), maxT: b.MaxTime()}
+		w.blocks = append(w.blocks, p)
+		if p.ir, err = b.Index(); err != nil {
+			return fail(err)
+		}
+		if p.cr, err = b.Chunks(); err != nil {
+			return fail(err)
+		}
+		if p.tr, err = b.Tombstones(); err != nil {
+			return fail(err)
+		}
+		// Copies: PostingsForMatchers may reorder its matchers.
+		if p.p, err = tsdb.PostingsForMatchers(ctx, p.ir, slices.Clone(ms)...); err != nil {
+			return fail(fmt.Errorf("select block %s: %w", b.Meta().ULID, err))
+		}
+	}
+	if maxt >= cut {
+		if w.headQ, err = db.ChunkQuerier(cut, maxt); err != nil {
+			return fail(err)
+		}
+		w.head = w.headQ.Select(ctx, true, hints, slices.Clone(ms)...)
+	}
+	// A compaction or retention that replaced blocks after the first look
+	// may have moved the head's data into a block not selected: the list
+	// must be the one the walk was planned on.
+	if again := db.Blocks(); len(again) != len(all) || !slicesEqualPtr(again, all) {
+		return fail(nil)
+	}
+	for _, p := range w.blocks {
+		if err := w.advanceBlock(p); err != nil {
+			return fail(err)
+		}
+	}
+	if err := w.advanceHead(); err != nil {
+		return fail(err)
+	}
+	return w, nil
+}
+
+func slicesEqualPtr(a, b []*tsdb.Block) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// advanceBlock moves p to its next series with chunks in [mint, maxt] not
+// wholly deleted.
+func (w *blockWalk) advanceBlock(p *blockPart) error {
+	p.ok = false
+	for p.p.Next() {
+		ref := p.p.At()
+		if err := p.ir.Series(ref, &p.builder, &p.chks); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				continue // stale postings
+			}
+			return fmt.Errorf("read series %d: %w", ref, err)
+		}
+		dels, err := p.tr.Get(ref)
+		if err != nil {
+			return fmt.Errorf("read tombstones: %w", err)
+		}
+		kept := p.chks[:0]
+		for _, c := range p.chks {
+			if c.MaxTime < w.mint || c.MinTime > w.maxt {
+				continue
+			}
+			if len(dels) > 0 && (tombstones.Interval{Mint: c.MinTime, Maxt: c.MaxTime}).IsSubrange(dels) {
+				continue
+			}
+			kept = append(kept, c)
+		}
+		p.chks = kept
+		if len(kept) == 0 {
+			continue
+		}
+		p.dels = dels
+		p.builder.Overwrite(&p.lset)
+		p.ok = true
+		return nil
+	}
+	return p.p.Err()
+}
+
+func (w *blockWalk) advanceHead() error {
+	w.hasHead = false
+	if w.head == nil || !w.head.Next() {
+		return nil
+	}
+	w.hasHead = true
+	w.hlset = w.head.At().Labels()
+	return nil
+}
+
+// next fills lset, the chunks and the deleted ranges of the next series in
+// label order, or reports false at the end.
+func (w *blockWalk) next(chks []colChunk, dels []tombstones.Interval) (labels.Labels, []colChunk, []tombstones.Interval, bool, error) {
+	var (
+		min   labels.Labels
+		found bool
+	)
+	for _, p := range w.blocks {
+		if p.ok && (!found || labels.Compare(p.lset, min) < 0) {
+			min, found = p.lset, true
+		}
+	}
+	if w.hasHead && (!found || labels.Compare(w.hlset, min) < 0) {
+		min, found = w.hlset, true
+	}
+	if !found {
+		return labels.Labels{}, chks, dels, false, w.err()
+	}
+	// A series from the head keeps the head's labels; one from a block
+	// only gets a copy (min aliases the block's buffer).
+	fromHead := w.hasHead && labels.Equal(w.hlset, min)
+	if fromHead {
+		min = w.hlset
+	} else {
+		min = min.Copy()
+	}
+	if w.last.Len() > 0 && labels.Compare(w.last, min) >= 0 {
+		return labels.Labels{}, chks, dels, false, ErrFallback // a part out of label order
+	}
+	w.last = min
+	lastT := int64(math.MinInt64)
+	for _, p := range w.blocks {
+		if !p.ok || !labels.Equal(p.lset, min) {
+			continue
+		}
+		for _, c := range p.chks {
+			if c.MinTime <= lastT {
+				return labels.Labels{}, chks, dels, false, ErrFallback
+			}
+			lastT = c.MaxTime
+			chks = append(chks, colChunk{Meta: c, cr: p.cr, from: math.MinInt64})
+		}
+		for _, d := range p.dels {
+			// A block's tombstones only delete its own samples.
+			d.Mint, d.Maxt = max(d.Mint, p.minT), min64(d.Maxt, p.maxT-1)
+			if d.Mint <= d.Maxt {
+				dels = append(dels, d)
+			}
+		}
+		if err := w.advanceBlock(p); err != nil {
+			return labels.Labels{}, chks, dels, false, err
+		}
+	}
+	if fromHead {
+		w.hit = w.head.At().Iterator(w.hit)
+		for w.hit.Next() {
+			c := w.hit.At()
+			// A head chunk cut before the head was truncated at a
+			// block's end can begin before it: its samples there are
+			// the ones compacted into the block (appends before the
+			// head's minimum are refused, out-of-order ones were ruled
+			// out above), which the merge would take once; they are
+			// dropped here.
+			if c.MaxTime < w.cut {
+				continue
+			}
+			if max(c.MinTime, w.cut) <= lastT {
+				return labels.Labels{}, chks, dels, false, ErrFallback
+			}
+			lastT = c.MaxTime
+			chks = append(chks, colChunk{Meta: c, from: w.cut})
+		}
+		if err := w.hit.Err(); err != nil {
+			return labels.Labels{}, chks, dels, false, fmt.Errorf("read %s: %w", min, err)
+		}
+		if err := w.advanceHead(); err != nil {
+			return labels.Labels{}, chks, dels, false, err
+		}
+	}
+	return min, chks, dels, true, nil
+}
+
+func min64(a, b int64) int64 { return min(a, b) }
+
+func (w *blockWalk) err() error {
+	for _, p := range w.blocks {
+		if p.p != nil {
+			if err := p.p.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	if w.head != nil {
+		return w.head.Err()
+	}
+	return nil
+}
+
+func (w *blockWalk) warnings() annotations.Annotations {
+	if w.head != nil {
+		return w.head.Warnings()
+	}
+	return nil
+}
+
+// close ends every reader; the workers must be done with the chunks.
+func (w *blockWalk) close() {
+	for _, p := range w.blocks {
+		for _, c := range []interface{ Close() error }{p.ir, p.cr, p.tr} {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	}
+	if w.headQ != nil {
+		_ = w.headQ.Close()
+	}
+	w.blocks, w.headQ = nil, nil
+	if w.release != nil {
+		w.release()
+		w.release = nil
+	}
+}
+
+// dropDeleted removes from buf the samples in dels (sorted, as a
+// series' tombstones are kept, per block in time order).
+func dropDeleted(buf []fpoint, dels []tombstones.Interval) []fpoint {
+	if len(dels) == 0 {
+		return buf
+	}
+	out := buf[:0]
+	for _, p := range buf {
+		deleted := false
+		for _, d := range dels {
+			if d.InBounds(p.t) {
+				deleted = true
+				break
+			}
+		}
+		if !deleted {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// walkBlocks is walkChunks for a blockWalk: the next batch of series,
+// their labels into cols and, into metas and dels, the chunks some window
+// meets and the deleted ranges.
+func (ev *evaluator) walkBlocks(w *blockWalk, f *sampleFilter, cols []column, metas [][]colChunk, dels [][]tombstones.Interval) (int, error) {
+	n := 0
+	for i := range cols {
+		if i%64 == 0 {
+			if err := ev.checkContext(); err != nil {
+				return 0, err
+			}
+		}
+		lset, ms, ds, ok, err := w.next(metas[i][:0], dels[i][:0])
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		if lset.Has(model.MetricTypeLabel) || lset.Has(model.MetricUnitLabel) {
+			// Type and unit labels change how upstream groups.
+			return 0, ErrFallback
+		}
+		kept := ms[:0]
+		for _, m := range ms {
+			if f.overlaps(m.MinTime, m.MaxTime) {
+				kept = append(kept, m)
+			}
+		}
+		cols[i].lset = lset
+		metas[i], dels[i] = kept, ds
+		n++
+	}
+	return n, nil
+}
+
+// dropBefore removes the samples before t from buf[from:].
+func dropBefore(buf []fpoint, from int, t int64) []fpoint {
+	i := from
+	for i < len(buf) && buf[i].t < t {
+		i++
+	}
+	return append(buf[:from], buf[i:]...)
+}
