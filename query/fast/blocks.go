@@ -299,9 +299,15 @@ func (w *blockWalk) next(chks []colChunk, dels []tombstones.Interval) (labels.La
 			// the ones compacted into the block (appends before the
 			// head's minimum are refused, out-of-order ones were ruled
 			// out above), which the merge would take once; they are
-			// dropped here.
+			// dropped here, unless the block deleted some of them.
 			if c.MaxTime < w.cut {
 				continue
+			}
+			if c.MinTime < w.cut && deletedIn(dels, c.MinTime, w.cut-1) {
+				// Samples the block's tombstones delete there but the
+				// head's do not (the head deletes from its minimum on):
+				// the merge brings them back; only upstream knows how.
+				return labels.Labels{}, chks, dels, false, ErrFallback
 			}
 			if max(c.MinTime, w.cut) <= lastT {
 				return labels.Labels{}, chks, dels, false, ErrFallback
@@ -320,6 +326,16 @@ func (w *blockWalk) next(chks []colChunk, dels []tombstones.Interval) (labels.La
 }
 
 func min64(a, b int64) int64 { return min(a, b) }
+
+// deletedIn reports whether one of dels meets [mint, maxt].
+func deletedIn(dels []tombstones.Interval, mint, maxt int64) bool {
+	for _, d := range dels {
+		if d.Mint <= maxt && mint <= d.Maxt {
+			return true
+		}
+	}
+	return false
+}
 
 func (w *blockWalk) err() error {
 	for _, p := range w.blocks {

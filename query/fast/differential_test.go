@@ -32,8 +32,15 @@ var diffStart = time.Unix(1_750_000_000, 0)
 // and non-monotonic buckets now and then) and native histograms.
 func openDiffDB(t testing.TB, seed uint64) *tsdb.DB {
 	t.Helper()
+	return openDiffDBWith(t, seed, 0, nil)
+}
+
+// openDiffDBWith is openDiffDB with an out-of-order window of ooo ms and,
+// where extra is not nil, the samples extra adds at each 5 s tick.
+func openDiffDBWith(t testing.TB, seed uint64, ooo int64, extra func(ts int64, add func(labels.Labels, int64, float64, *histogram.Histogram))) *tsdb.DB {
+	t.Helper()
 	o := tsdb.DefaultOptions()
-	o.OutOfOrderTimeWindow = 0
+	o.OutOfOrderTimeWindow = ooo
 	db, err := tsdb.Open(t.TempDir(), nil, nil, o, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +157,9 @@ func openDiffDB(t testing.TB, seed uint64) *tsdb.DB {
 				s.v += inc
 			}
 			add(s.ls, at, s.v, nil)
+		}
+		if extra != nil {
+			extra(ts, add)
 		}
 		if (ts-diffStart.UnixMilli())%15_000 == 0 {
 			step := (ts - diffStart.UnixMilli()) / 15_000
@@ -360,7 +370,11 @@ func TestDifferentialNative(t *testing.T) {
 }
 
 func runDifferential(t *testing.T, delayed bool, seed uint64, n int, gen func(*rand.Rand) string) {
-	db := openDiffDB(t, seed)
+	runDifferentialOn(t, openDiffDB(t, seed), delayed, seed, n, gen)
+}
+
+// runDifferentialOn is runDifferential over db.
+func runDifferentialOn(t *testing.T, db *tsdb.DB, delayed bool, seed uint64, n int, gen func(*rand.Rand) string) {
 	ng := promql.NewEngine(promql.EngineOpts{
 		MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute,
 		EnableDelayedNameRemoval: delayed, UseStartTimestamps: true, EnableAtModifier: true,
@@ -403,6 +417,9 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int, gen func(*r
 			}
 			res := qry.Exec(ctx)
 			want, wantW, err = res.Value, res.Warnings, res.Err
+			if upstreamPanicked(t, qs, err) {
+				continue
+			}
 			if err != nil {
 				t.Fatalf("%s: upstream: %v", qs, err)
 			}
@@ -416,6 +433,9 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int, gen func(*r
 			}
 			res := qry.Exec(ctx)
 			want, wantW, err = res.Value, res.Warnings, res.Err
+			if upstreamPanicked(t, qs, err) {
+				continue
+			}
 			if err != nil {
 				t.Fatalf("%s: upstream: %v", qs, err)
 			}
@@ -460,6 +480,19 @@ func runDifferential(t *testing.T, delayed bool, seed uint64, n int, gen func(*r
 
 // mustCompile parses qs and compiles it for the fast path, failing the
 // test where either refuses.
+// upstreamPanicked reports, and logs, an upstream evaluation that ended
+// in a runtime panic the engine recovered: with a deletion in a persisted
+// block, the prometheus module's block series set can panic merging its
+// trimming interval into the tombstones (tombstones.Intervals.Add, index
+// out of range), for some query ranges. There is no answer to compare.
+func upstreamPanicked(t *testing.T, qs string, err error) bool {
+	if err == nil || !strings.Contains(err.Error(), "runtime error") {
+		return false
+	}
+	t.Logf("%s: upstream panicked, skipped: %v", qs, err)
+	return true
+}
+
 func mustCompile(t testing.TB, qs string) *fast.Plan {
 	t.Helper()
 	expr, err := parser.NewParser(parser.Options{}).ParseExpr(qs)
