@@ -347,6 +347,18 @@ func (db *DB) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 	return &leasedChunkQuerier{ChunkQuerier: q, release: release}, nil
 }
 
+// LeaseTSDB returns the Prometheus TSDB in use and a release that ends the
+// hold, which keeps a reopen from closing it meanwhile, as a querier's does.
+// The fast PromQL path reads the persisted blocks through it one by one
+// (fast.TSDBSource) rather than through the merging chunk querier.
+func (db *DB) LeaseTSDB() (*ptsdb.DB, func(), error) {
+	pdb, _, release, err := db.lease()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pdb, release, nil
+}
+
 // ExemplarQuerier implements storage.ExemplarQueryable. Exemplars live in
 // memory, so a querier of a DB closed by a reopen still reads safely.
 func (db *DB) ExemplarQuerier(ctx context.Context) (storage.ExemplarQuerier, error) {
