@@ -238,6 +238,8 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 	half := max(1, ev.opts.BatchSeries/2)
 	bufs := getBuffers(2 * half * ev.steps)
 	defer putBuffers(bufs)
+	mb := getMetaBuffers(2 * half)
+	defer putMetaBuffers(mb)
 	f := ev.filter(l)
 	type part struct {
 		cols     []column
@@ -251,8 +253,7 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 	for k := range parts {
 		p := &parts[k]
 		p.cols = ev.columns(l, bufs, k*half, half)
-		p.metas = make([][]colChunk, half)
-		p.dels = make([][]tombstones.Interval, half)
+		p.metas, p.dels = mb.metas[k*half:(k+1)*half], mb.dels[k*half:(k+1)*half]
 		p.nonEmpty = make([]bool, half)
 	}
 	walk := func(p *part) {
@@ -426,6 +427,35 @@ func getBuffers(n int) *buffers {
 }
 
 func putBuffers(b *buffers) { bufferPool.Put(b) }
+
+// metaBuffers are the chunk lists and deleted ranges of a leaf's columns,
+// pooled across queries: a series over 24 h of 2 h blocks has some fifty
+// chunks, and growing each list anew per query was most of a query's
+// allocations.
+type metaBuffers struct {
+	metas [][]colChunk
+	dels  [][]tombstones.Interval
+}
+
+var metaPool sync.Pool
+
+func getMetaBuffers(n int) *metaBuffers {
+	b, _ := metaPool.Get().(*metaBuffers)
+	if b == nil || len(b.metas) < n {
+		return &metaBuffers{metas: make([][]colChunk, n), dels: make([][]tombstones.Interval, n)}
+	}
+	return b
+}
+
+func putMetaBuffers(b *metaBuffers) {
+	for i := range b.metas {
+		// Drop the chunks' references, keep the room.
+		clear(b.metas[i][:cap(b.metas[i])])
+		b.metas[i] = b.metas[i][:0]
+		b.dels[i] = b.dels[i][:0]
+	}
+	metaPool.Put(b)
+}
 
 // evalSeries reads the shard's current series once, keeping the samples
 // some step's window holds (without stale markers for range functions),
