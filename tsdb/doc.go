@@ -7,7 +7,9 @@
 //
 // In: Options (data directory, retention, limits) and appends from ingest.
 // Out: a storage.Queryable / ExemplarQueryable for the query layer and the
-// admin operations of the Prometheus API (snapshot, delete, tombstones).
+// admin operations of the Prometheus API (snapshot, delete, tombstones);
+// LeaseTSDB hands the fast PromQL path the Prometheus TSDB itself, held
+// against a reopen, so that it reads the persisted blocks one by one.
 //
 // Invariants: every acknowledged append is in the WAL before Commit returns;
 // Close flushes the head so a restart replays nothing twice. The data

@@ -62,7 +62,19 @@
 //     by batch.
 //   - Reading: where the storage serves chunks (storage.ChunkQueryable, as
 //     the TSDB does, or a ChunkSource that says so for this evaluation, as
-//     the server's global view does while no remote store is in force), a chunk no step's window meets is not decoded, XOR
+//     the server's global view does while no remote store is in force) and
+//     is a Prometheus TSDB (directly, or a TSDBSource such as tailroot's
+//     tsdb.DB) whose persisted blocks in the range do not overlap each
+//     other nor the head's data, the walker reads each block's index
+//     itself and joins a series' chunks across blocks and the head in time
+//     order (blocks.go), without the TSDB's merge of every series of every
+//     block; the workers load the block chunks they decode. Overlapping
+//     blocks, out-of-order data in the head within the blocks' time, or a
+//     block list that changed while the read was opened take the merged
+//     chunk querier instead; chunks of one series that overlap anyway, and
+//     block deletions of samples a head chunk also holds, hand the query
+//     back. A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
+//     chunks come through its confining querier. A chunk no step's window meets is not decoded, XOR
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this
 //     package's own loop (xor.go, checked against the chunk iterator by
