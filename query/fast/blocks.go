@@ -263,7 +263,7 @@ func (w *blockWalk) next(chks []colChunk, dels []tombstones.Interval) (labels.La
 	} else {
 		min = min.Copy()
 	}
-	if w.last.Len() > 0 && labels.Compare(w.last, min) >= 0 {
+	if !w.last.IsEmpty() && labels.Compare(w.last, min) >= 0 {
 		return labels.Labels{}, chks, dels, false, ErrFallback // a part out of label order
 	}
 	w.last = min
