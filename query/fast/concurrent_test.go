@@ -2,6 +2,7 @@ package fast_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -91,4 +92,90 @@ func TestAppendsWhileReading(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestCompactionWhileReading queries while the head is persisted into
+// blocks one range after another: every answer, whether the blocks were
+// read one by one or (while the block list changed) through the merge,
+// must stay upstream's answer from before, and (under -race) the block
+// readers must not be used after they close.
+func TestCompactionWhileReading(t *testing.T) {
+	db, err := tsdb.Open(t.TempDir(), nil, nil, tsdb.DefaultOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := diffStart.UnixMilli()
+	app := db.AppenderV2(context.Background())
+	for ts := t0; ts <= t0+3*3600_000; ts += 15_000 {
+		for i := 0; i < 30; i++ {
+			ls := labels.FromStrings("__name__", "req_total", "instance", fmt.Sprint(i), "job", fmt.Sprint(i%3))
+			if _, err := app.Append(0, ls, 0, ts, float64((ts-t0)/1000*int64(i+1))+0.5, nil, nil, storage.AOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	const qs = `sum by (job) (rate(req_total[5m]))`
+	start, end := diffStart.Add(10*time.Minute), diffStart.Add(3*time.Hour)
+	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	qry, err := ng.NewRangeQuery(context.Background(), db, nil, qs, start, end, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := qry.Exec(context.Background())
+	if want.Err != nil {
+		t.Fatal(want.Err)
+	}
+	plan := mustCompile(t, qs)
+	done := make(chan error, 1)
+	go func() {
+		// Six 20-minute blocks, written while the queries run.
+		for k := int64(0); k < 6; k++ {
+			mint, maxt := t0+k*20*60_000, t0+(k+1)*20*60_000-1
+			if err := db.CompactHead(tsdb.NewRangeHead(db.Head(), mint, maxt)); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	opts := fast.DefaultOptions()
+	opts.Workers = 2
+	for i := 0; ; i++ {
+		got, _, err := plan.Range(context.Background(), db, opts, start, end, time.Minute)
+		if err != nil && !errors.Is(err, fast.ErrFallback) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			if d := diffValues(want.Value, got, false); d != "" {
+				t.Fatalf("query %d while compacting: %s", i, d)
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(db.Blocks()); n != 6 {
+				t.Fatalf("%d blocks, want 6", n)
+			}
+			used, err := fast.BlockWalkUsed(db, start.UnixMilli(), end.UnixMilli(), labels.MustNewMatcher(labels.MatchEqual, "__name__", "req_total"))
+			if err != nil || !used {
+				t.Fatalf("after compaction: blocks read one by one %v (%v), want true", used, err)
+			}
+			got, _, err := plan.Range(context.Background(), db, opts, start, end, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := diffValues(want.Value, got, false); d != "" {
+				t.Fatalf("after compaction: %s", d)
+			}
+			return
+		default:
+		}
+	}
 }
