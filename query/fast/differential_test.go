@@ -360,7 +360,11 @@ func TestDifferentialNative(t *testing.T) {
 }
 
 func runDifferential(t *testing.T, delayed bool, seed uint64, n int, gen func(*rand.Rand) string) {
-	db := openDiffDB(t, seed)
+	runDifferentialOn(t, openDiffDB(t, seed), delayed, seed, n, gen)
+}
+
+// runDifferentialOn is runDifferential over a given database.
+func runDifferentialOn(t *testing.T, db *tsdb.DB, delayed bool, seed uint64, n int, gen func(*rand.Rand) string) {
 	ng := promql.NewEngine(promql.EngineOpts{
 		MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute,
 		EnableDelayedNameRemoval: delayed, UseStartTimestamps: true, EnableAtModifier: true,

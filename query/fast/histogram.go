@@ -71,6 +71,7 @@ type histShard struct {
 	below  belowCache
 	annos  []error // one step's annotations, before they go to the evaluator
 	maxWin int     // the largest sample count (upstream's) of the points one series read
+	chunked histChunks // where the leaf reads chunks (runHistChunks)
 }
 
 // runHistLeaf evaluates a rate or increase over native histograms. It
@@ -83,6 +84,12 @@ type histShard struct {
 // steps; those queries go upstream. Any float sample other than a stale
 // marker in the windows (a mixed selection) hands the query back too.
 func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
+	if cq, ok := chunkQueryable(ev.q); ok {
+		err := ev.runHistChunks(l, s, cq)
+		if !errors.Is(err, errHistChunk) {
+			return err
+		}
+	}
 	mint, maxt, hints := ev.selectHints(l)
 	shards := make([]histShard, ev.opts.Workers)
 	defer func() {
@@ -104,6 +111,14 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 	}); err != nil {
 		return err
 	}
+	return ev.histBatches(l, s, shards, func(sh *histShard) error { return sh.read(ev, l) })
+}
+
+// histBatches evaluates a histogram leaf's series batch by batch into s,
+// each worker filling its shard's pts for a series with read. A read
+// that returns errHistChunk before any batch went to s returns it (the
+// leaf starts over on samples), after that ErrFallback.
+func (ev *evaluator) histBatches(l *leaf, s sink, shards []histShard, read func(sh *histShard) error) error {
 	batch := max(1, min(ev.opts.BatchSeries, histBatchSeries))
 	bufs := getBuffers(batch * ev.steps)
 	defer putBuffers(bufs)
@@ -119,8 +134,9 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 		walks[w] = &shards[w].seriesWalk
 	}
 	var (
-		out   []*column
-		total int
+		out     []*column
+		total   int
+		emitted bool
 	)
 	for {
 		n, err := ev.walkBatch(walks, cols, nonEmpty, func(w int, c *column) (bool, error) {
@@ -128,11 +144,14 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 			if c.h == nil {
 				c.h, c.hraw = make([]histogram.FloatHistogram, ev.steps), make([]bool, ev.steps)
 			}
-			if err := sh.read(ev, l); err != nil {
+			if err := read(sh); err != nil {
 				return false, err
 			}
 			return sh.rateSteps(ev, l, c)
 		})
+		if errors.Is(err, errHistChunk) && emitted {
+			return ErrFallback
+		}
 		if err != nil {
 			return err
 		}
@@ -163,6 +182,7 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 		if total+maxWin >= ev.opts.MaxSamples {
 			return ErrFallback
 		}
+		emitted = true
 		if err := s.batch(out); err != nil {
 			return err
 		}
