@@ -63,14 +63,14 @@ type hpoint struct {
 type histShard struct {
 	querier storage.Querier
 	seriesWalk
-	it     chunkenc.Iterator
-	pts    []hpoint // the series' samples in the windows; pts[:cap] keep their histograms
-	zero   histogram.FloatHistogram
-	resets []bool // resets[j]: pts[j].h.DetectReset(pts[j-1].h)
-	breaks []int  // breaks[j+1]-breaks[j]: pts[j] has another layout than pts[j-1] (or a gauge hint)
-	below  belowCache
-	annos  []error // one step's annotations, before they go to the evaluator
-	maxWin int     // the largest sample count (upstream's) of the points one series read
+	it      chunkenc.Iterator
+	pts     []hpoint // the series' samples in the windows; pts[:cap] keep their histograms
+	zero    histogram.FloatHistogram
+	resets  []bool // resets[j]: pts[j].h.DetectReset(pts[j-1].h)
+	breaks  []int  // breaks[j+1]-breaks[j]: pts[j] has another layout than pts[j-1] (or a gauge hint)
+	below   belowCache
+	annos   []error    // one step's annotations, before they go to the evaluator
+	maxWin  int        // the largest sample count (upstream's) of the points one series read
 	chunked histChunks // where the leaf reads chunks (runHistChunks)
 }
 
