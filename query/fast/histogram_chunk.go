@@ -156,6 +156,94 @@ func (r *histReader) varbitLong(n uint) int64 {
 	return int64(v)
 }
 
+// varbitCodes gives, for the top 8 bits of a varbit int, the length of its
+// prefix and of the bits after it, and the largest value those bits
+// stand for as themselves (larger ones are negative); zero size for the
+// two long forms (56 and 64 bits, see varbitLong) and for the one-bit 0.
+var varbitCodes = func() (t [256]struct{ plen, sz, half uint64 }) {
+	for top := range t {
+		n := uint(bits.LeadingZeros8(^uint8(top)))
+		if n == 0 || n >= 7 {
+			continue
+		}
+		sz := varbitSizes[n]
+		t[top].plen, t[top].sz, t[top].half = uint64(n+1), uint64(sz), 1<<(sz-1)
+	}
+	return t
+}()
+
+// varbitShort decodes a varbit int that lies whole within the top 12
+// bits of a word (a 0; 10 and 3 bits; 110 and 6 bits): its length in the
+// low byte, its value as an int8 in the next; zero for longer ones. One
+// lookup without branches per delta of deltas: their lengths vary at
+// random from bucket to bucket, which a branch on each predicts badly.
+var varbitShort = func() (t [4096]uint16) {
+	for top := range t {
+		w := uint64(top) << 52
+		var v int64
+		var k uint64
+		switch {
+		case w>>63 == 0:
+			k = 1
+		case w>>62 == 0b10:
+			v, k = signed(w<<2>>61, 3), 5
+		case w>>61 == 0b110:
+			v, k = signed(w<<3>>58, 6), 9
+		}
+		t[top] = uint16(k) | uint16(uint8(int8(v)))<<8
+	}
+	return t
+}()
+
+// bucketDods reads one side's buckets of a sample after a chunk's first:
+// a varbit delta of deltas each, added to the bucket's delta (dd) and the
+// delta to its count (d, a count being the running sum of a side's
+// deltas). It returns the position after them and, negative where a
+// bucket's count went down, the OR of the running sums of the changes.
+// The bits come from a word loaded once per 25 bits or more (a delta of
+// deltas under 2^24 takes at most 32 of the 57 a load holds); short
+// ones decode by varbitShort.
+func bucketDods(b []byte, pos uint, dd, d []int64) (uint, int64) {
+	dd = dd[:len(d)]
+	var run, neg int64
+	w := load(b, pos)
+	avail := uint(57)
+	for i := range d {
+		if avail < 32 {
+			w, avail = load(b, pos), 57
+		}
+		var v int64
+		if e := varbitShort[w>>52]; e != 0 {
+			used := uint(e & 15)
+			v = int64(int8(e >> 8))
+			w <<= used
+			avail -= used
+			pos += used
+		} else if c := &varbitCodes[w>>56]; c.sz != 0 {
+			u := w << (c.plen & 63) >> ((64 - c.sz) & 63)
+			if u > c.half {
+				u -= c.half << 1
+			}
+			v = int64(u)
+			used := uint(c.plen + c.sz)
+			w <<= used & 63
+			avail -= used
+			pos += used
+		} else {
+			r := histReader{b: b, pos: pos}
+			v = r.varbitLong(uint(bits.LeadingZeros64(^w)))
+			pos = r.pos
+			w, avail = load(b, pos), 57
+		}
+		x := dd[i] + v
+		dd[i] = x
+		d[i] += x
+		run += x
+		neg |= run
+	}
+	return pos, neg
+}
+
 // uvarbit reads a varbit-encoded uint (putVarbitUint).
 func (r *histReader) uvarbit() uint64 {
 	w := load(r.b, r.pos)
@@ -364,25 +452,11 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 			if !stale {
 				// Counts of one chunk never go down: a bucket's count
 				// changes by the running sum of its side's deltas.
-				var run int64
-				for i := range pb {
-					d := pbd[i] + r.varbit()
-					pbd[i] = d
-					pb[i] += d
-					run += d
-					if run < 0 {
-						return fail(errHistChunk)
-					}
-				}
-				run = 0
-				for i := range nbk {
-					d := nbd[i] + r.varbit()
-					nbd[i] = d
-					nbk[i] += d
-					run += d
-					if run < 0 {
-						return fail(errHistChunk)
-					}
+				var negP, negN int64
+				r.pos, negP = bucketDods(r.b, r.pos, pbd, pb)
+				r.pos, negN = bucketDods(r.b, r.pos, nbd, nbk)
+				if negP|negN < 0 {
+					return fail(errHistChunk)
 				}
 				if seen && (cnt < lastCnt || zcnt < lastZ) {
 					return fail(errHistChunk)

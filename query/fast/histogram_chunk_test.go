@@ -302,3 +302,60 @@ func FuzzHistChunkDecode(f *testing.F) {
 		}
 	})
 }
+
+// benchHistChunk is a chunk of the dashboard benchmark's shape: 120
+// samples at 15 s of 48 buckets that grow by a few observations each.
+func benchHistChunk() chunkenc.Chunk {
+	r := rand.New(rand.NewPCG(15, 51))
+	c := chunkenc.NewHistogramChunk()
+	app, _ := c.Appender()
+	h := &histogram.Histogram{Schema: 3, ZeroThreshold: 1e-4, PositiveSpans: []histogram.Span{{Offset: -40, Length: 48}}, PositiveBuckets: make([]int64, 48)}
+	abs := make([]int64, 48)
+	for i := range 120 {
+		for range r.IntN(20) {
+			k := min(47, int(r.ExpFloat64()*0.3*40))
+			abs[k]++
+			h.Count++
+			h.Sum += r.Float64()
+		}
+		prev := int64(0)
+		for k, v := range abs {
+			h.PositiveBuckets[k], prev = v-prev, v
+		}
+		if _, _, _, err := app.AppendHistogram(nil, 0, int64(i)*15_000, h.Copy(), false); err != nil {
+			panic(err)
+		}
+	}
+	return c
+}
+
+// BenchmarkDecodeHistChunk decodes one such chunk, every sample kept, with
+// decodeHistChunk and with the chunk iterator (Next and AtFloatHistogram
+// into one reused histogram, as the sample path reads).
+func BenchmarkDecodeHistChunk(b *testing.B) {
+	c := benchHistChunk()
+	all := &sampleFilter{start: 1 << 60, end: 1 << 60, interval: 1, width: 1 << 62}
+	b.Run("decoder=fast", func(b *testing.B) {
+		b.ReportAllocs()
+		var s histSeries
+		for b.Loop() {
+			s.reset()
+			if err := s.decodeHistChunk(c.Bytes(), all); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*120), "ns/sample")
+	})
+	b.Run("decoder=iterator", func(b *testing.B) {
+		b.ReportAllocs()
+		it := c.Iterator(nil)
+		fh := &histogram.FloatHistogram{}
+		for b.Loop() {
+			it = c.Iterator(it)
+			for it.Next() != chunkenc.ValNone {
+				_, fh = it.AtFloatHistogram(fh)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*120), "ns/sample")
+	})
+}

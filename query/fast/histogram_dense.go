@@ -91,19 +91,39 @@ func (d *denseSide) add(spans []histogram.Span, buckets []float64, factor float6
 		// Room for the whole span, then its slots in order.
 		d.at(idx + int32(s.Length) - 1)
 		k := d.at(idx)
-		val, c, present := d.val[k:k+int(s.Length)], d.c[k:k+int(s.Length)], d.present[k:k+int(s.Length)]
-		for j, v := range buckets[bi : bi+int(s.Length)] {
+		src := buckets[bi : bi+int(s.Length)]
+		val, c, present := d.val[k:k+len(src)], d.c[k:k+len(src)], d.present[k:k+len(src)]
+		for j, v := range src {
 			if raw {
 				if v == 0 {
 					continue
 				}
-				v *= factor
+				// Rounded here: a multiplication fused into the sum's
+				// addition would not be upstream's Mul then KahanAdd.
+				v = float64(v * factor)
 			}
 			if first || !present[j] {
 				val[j], c[j], present[j] = v, 0, true
 				continue
 			}
-			val[j], c[j] = kahansum.Inc(v, val[j], c[j])
+			// kahansum.Inc written out, as kahanFold does (see there
+			// why it is the same bits), calling Inc itself off finite
+			// inputs.
+			sum, cc := val[j], c[j]
+			if !(finite(v) && finite(sum) && finite(cc)) {
+				val[j], c[j] = kahansum.Inc(v, sum, cc)
+				continue
+			}
+			t := sum + v
+			switch {
+			case t > math.MaxFloat64 || t < -math.MaxFloat64:
+				cc = 0
+			case math.Abs(sum) >= math.Abs(v):
+				cc += (sum - t) + v
+			default:
+				cc += (v - t) + sum
+			}
+			val[j], c[j] = t, cc
 		}
 		idx += int32(s.Length)
 		bi += int(s.Length)
