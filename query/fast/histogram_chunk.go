@@ -156,92 +156,109 @@ func (r *histReader) varbitLong(n uint) int64 {
 	return int64(v)
 }
 
-// varbitCodes gives, for the top 8 bits of a varbit int, the length of its
-// prefix and of the bits after it, and the largest value those bits
-// stand for as themselves (larger ones are negative); zero size for the
-// two long forms (56 and 64 bits, see varbitLong) and for the one-bit 0.
-var varbitCodes = func() (t [256]struct{ plen, sz, half uint64 }) {
+// varbitPairs decodes the short varbit ints (a 0; 10 and 3 bits; 110 and
+// 6 bits) that lie whole within the top 12 bits of a word, up to two: in
+// bits 0-1 how many, 2-5 the bits of the first, 8-11 of both, then the
+// values as int8s from bit 16 and 24. Decoding a sample's buckets is a
+// chain of dependent steps (the next one starts where this one ends);
+// two per lookup halve it.
+var varbitPairs = func() (t [4096]uint32) {
 	for top := range t {
-		n := uint(bits.LeadingZeros8(^uint8(top)))
-		if n == 0 || n >= 7 {
-			continue
+		var (
+			n, used, used1 uint32
+			vals           [2]int64
+		)
+		for n < 2 {
+			rest := uint64(top) << (52 + used)
+			left := 12 - used
+			var (
+				v int64
+				k uint32
+			)
+			switch {
+			case left >= 1 && rest>>63 == 0:
+				k = 1
+			case left >= 5 && rest>>62 == 0b10:
+				v, k = signed(rest<<2>>61, 3), 5
+			case left >= 9 && rest>>61 == 0b110:
+				v, k = signed(rest<<3>>58, 6), 9
+			}
+			if k == 0 {
+				break
+			}
+			vals[n] = v
+			used += k
+			if n++; n == 1 {
+				used1 = used
+			}
 		}
-		sz := varbitSizes[n]
-		t[top].plen, t[top].sz, t[top].half = uint64(n+1), uint64(sz), 1<<(sz-1)
-	}
-	return t
-}()
-
-// varbitShort decodes a varbit int that lies whole within the top 12
-// bits of a word (a 0; 10 and 3 bits; 110 and 6 bits): its length in the
-// low byte, its value as an int8 in the next; zero for longer ones. One
-// lookup without branches per delta of deltas: their lengths vary at
-// random from bucket to bucket, which a branch on each predicts badly.
-var varbitShort = func() (t [4096]uint16) {
-	for top := range t {
-		w := uint64(top) << 52
-		var v int64
-		var k uint64
-		switch {
-		case w>>63 == 0:
-			k = 1
-		case w>>62 == 0b10:
-			v, k = signed(w<<2>>61, 3), 5
-		case w>>61 == 0b110:
-			v, k = signed(w<<3>>58, 6), 9
-		}
-		t[top] = uint16(k) | uint16(uint8(int8(v)))<<8
+		t[top] = n | used1<<2 | used<<8 | uint32(uint8(int8(vals[0])))<<16 | uint32(uint8(int8(vals[1])))<<24
 	}
 	return t
 }()
 
 // bucketDods reads one side's buckets of a sample after a chunk's first:
-// a varbit delta of deltas each, added to the bucket's delta (dd) and the
-// delta to its count (d, a count being the running sum of a side's
-// deltas). It returns the position after them and, negative where a
-// bucket's count went down, the OR of the running sums of the changes.
-// The bits come from a word loaded once per 25 bits or more (a delta of
-// deltas under 2^24 takes at most 32 of the 57 a load holds); short
-// ones decode by varbitShort.
-func bucketDods(b []byte, pos uint, dd, d []int64) (uint, int64) {
-	dd = dd[:len(d)]
-	var run, neg int64
-	w := load(b, pos)
-	avail := uint(57)
-	for i := range d {
-		if avail < 32 {
-			w, avail = load(b, pos), 57
+// a varbit delta of deltas each, added to the bucket's delta (dd) and
+// its delta to the bucket before (d). It returns the position after them.
+// bucketRun takes the short ones; a longer one it leaves to a call here,
+// so that its loop makes no call (around which every value it keeps in a
+// register would be stored to the stack).
+func bucketDods(b []byte, pos uint, dd, d []int64) uint {
+	for i := 0; ; i++ {
+		var k int
+		pos, k = bucketRun(b, pos, dd[i:], d[i:])
+		if i += k; i >= len(d) {
+			return pos
 		}
-		var v int64
-		if e := varbitShort[w>>52]; e != 0 {
-			used := uint(e & 15)
-			v = int64(int8(e >> 8))
-			w <<= used
-			avail -= used
-			pos += used
-		} else if c := &varbitCodes[w>>56]; c.sz != 0 {
-			u := w << (c.plen & 63) >> ((64 - c.sz) & 63)
-			if u > c.half {
-				u -= c.half << 1
-			}
-			v = int64(u)
-			used := uint(c.plen + c.sz)
-			w <<= used & 63
-			avail -= used
-			pos += used
-		} else {
-			r := histReader{b: b, pos: pos}
-			v = r.varbitLong(uint(bits.LeadingZeros64(^w)))
-			pos = r.pos
-			w, avail = load(b, pos), 57
-		}
-		x := dd[i] + v
+		r := histReader{b: b, pos: pos}
+		x := dd[i] + r.varbit()
+		pos = r.pos
 		dd[i] = x
 		d[i] += x
-		run += x
-		neg |= run
 	}
-	return pos, neg
+}
+
+// bucketRun is bucketDods' loop up to the first delta of deltas outside
+// -31..32: it returns how many buckets it read. The bits come from a word
+// loaded once per 45 bits or more (57 of its bits are the stream's), the
+// deltas of deltas cut from it two at a time by varbitPairs.
+func bucketRun(b []byte, pos uint, dd, d []int64) (uint, int) {
+	dd = dd[:len(d)]
+	w := load(b, pos)
+	used := uint(0) // bits of w taken (w is shifted past them)
+	n := len(d)
+	i := 0
+	for i < n {
+		if used > 45 {
+			pos += used
+			w, used = load(b, pos), 0
+		}
+		e := varbitPairs[w>>52]
+		switch {
+		case e&3 == 2 && i+1 < n:
+			k := uint(e>>8) & 15
+			w <<= k
+			used += k
+			x := dd[i] + int64(int8(e>>16))
+			dd[i] = x
+			d[i] += x
+			y := dd[i+1] + int64(int8(e>>24))
+			dd[i+1] = y
+			d[i+1] += y
+			i += 2
+		case e&3 != 0:
+			k := uint(e>>2) & 15
+			w <<= k
+			used += k
+			x := dd[i] + int64(int8(e>>16))
+			dd[i] = x
+			d[i] += x
+			i++
+		default:
+			return pos + used, i
+		}
+	}
+	return pos + used, n
 }
 
 // uvarbit reads a varbit-encoded uint (putVarbitUint).
@@ -396,11 +413,10 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 	var (
 		t, tDelta, cntDelta, zDelta int64
 		cnt, zcnt                   uint64
-		lastCnt, lastZ              uint64
 		sum                         float64
 		leading, trailing           uint
 		next                        = int64(math.MinInt64)
-		seen                        bool // a sample that was not stale
+		prevKept                    bool // the last sample that was not stale is in s.samples
 	)
 	for j := range total {
 		stale := false
@@ -450,17 +466,8 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 			}
 			stale = math.Float64bits(sum) == value.StaleNaN
 			if !stale {
-				// Counts of one chunk never go down: a bucket's count
-				// changes by the running sum of its side's deltas.
-				var negP, negN int64
-				r.pos, negP = bucketDods(r.b, r.pos, pbd, pb)
-				r.pos, negN = bucketDods(r.b, r.pos, nbd, nbk)
-				if negP|negN < 0 {
-					return fail(errHistChunk)
-				}
-				if seen && (cnt < lastCnt || zcnt < lastZ) {
-					return fail(errHistChunk)
-				}
+				r.pos = bucketDods(r.b, r.pos, pbd, pb)
+				r.pos = bucketDods(r.b, r.pos, nbd, nbk)
 			}
 		}
 		if r.overrun() {
@@ -469,15 +476,16 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 		if stale {
 			continue
 		}
-		seen, lastCnt, lastZ = true, cnt, zcnt
 		// Does some window hold t? (sampleFilter.keep, one sample.)
 		if t > f.end {
+			prevKept = false
 			continue
 		}
 		if t > next || t <= next-f.interval {
 			next = f.firstStep(t)
 		}
 		if t <= next-f.width {
+			prevKept = false
 			continue
 		}
 		if layout < 0 {
@@ -499,10 +507,25 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 			cur += d
 			neg[i] = float64(cur)
 		}
-		s.samples = append(s.samples, histSample{
+		smp := histSample{
 			t: t, count: float64(cnt), zero: float64(zcnt), sum: sum,
 			layout: layout, first: j == 0, off: int32(off),
-		})
+		}
+		if prevKept {
+			// Two samples one window may hold: the counts of one
+			// chunk never go down (compared as DetectReset compares
+			// them, as floats).
+			p := &s.samples[len(s.samples)-1]
+			down := smp.count < p.count || smp.zero < p.zero
+			for i, v := range s.vals[p.off : int(p.off)+nb] {
+				down = down || dst[i] < v
+			}
+			if down {
+				return fail(errHistChunk)
+			}
+		}
+		s.samples = append(s.samples, smp)
+		prevKept = true
 	}
 	return nil
 }
