@@ -393,10 +393,10 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 		}
 		return err
 	}
-	// Every sample takes at least 5 bits (four fields and a bucket or
-	// the sum); a count that says more than the bytes can hold is
-	// corrupt, and must not size anything.
-	if 5*(total-1) > len(data)*8-int(r.pos) {
+	// Every sample after the first takes at least 4 bits (the time, the
+	// count, the zero count and the sum); a count that says more than
+	// the bytes can hold is corrupt, and must not size anything.
+	if 4*(total-1) > len(data)*8-int(r.pos) {
 		return errCorruptChunk
 	}
 	np, nb := l.npos, l.nbuckets
@@ -496,38 +496,54 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 		off := len(s.vals)
 		s.vals = growFloats(s.vals, nb)[:off+nb]
 		dst := s.vals[off : off+nb]
-		var cur int64
-		for i, d := range pb {
-			cur += d
-			dst[i] = float64(cur)
-		}
-		cur = 0
-		neg := dst[np:]
-		for i, d := range nbk {
-			cur += d
-			neg[i] = float64(cur)
-		}
 		smp := histSample{
 			t: t, count: float64(cnt), zero: float64(zcnt), sum: sum,
 			layout: layout, first: j == 0, off: int32(off),
 		}
+		// The counts of two samples one window may hold (the last one
+		// kept is the one before) never go down within a chunk, compared
+		// as DetectReset compares them, as floats: the sign bits of the
+		// differences (x-y is -0 or negative only where x < y).
+		var down uint64
+		prev := dst[:0]
 		if prevKept {
-			// Two samples one window may hold: the counts of one
-			// chunk never go down (compared as DetectReset compares
-			// them, as floats).
 			p := &s.samples[len(s.samples)-1]
-			down := smp.count < p.count || smp.zero < p.zero
-			for i, v := range s.vals[p.off : int(p.off)+nb] {
-				down = down || dst[i] < v
-			}
-			if down {
-				return fail(errHistChunk)
-			}
+			prev = s.vals[p.off : int(p.off)+nb]
+			down = math.Float64bits(smp.count-p.count) | math.Float64bits(smp.zero-p.zero)
+		}
+		convert(dst[:np], pb, prev, &down)
+		convert(dst[np:], nbk, prev[min(np, len(prev)):], &down)
+		if down>>63 != 0 {
+			return fail(errHistChunk)
 		}
 		s.samples = append(s.samples, smp)
 		prevKept = true
 	}
 	return nil
+}
+
+// convert writes a side's bucket counts (the running sums of its deltas
+// d) as floats to dst, as AtFloatHistogram does, and ORs into down the
+// bits of each count less the one in prev (none where prev is empty).
+func convert(dst []float64, d []int64, prev []float64, down *uint64) {
+	dst = dst[:len(d)]
+	var cur int64
+	if len(prev) == 0 {
+		for i, x := range d {
+			cur += x
+			dst[i] = float64(cur)
+		}
+		return
+	}
+	prev = prev[:len(d)]
+	acc := *down
+	for i, x := range d {
+		cur += x
+		f := float64(cur)
+		dst[i] = f
+		acc |= math.Float64bits(f - prev[i])
+	}
+	*down = acc
 }
 
 // copyFrom makes l a copy of o with slices of its own (o is scratch).

@@ -33,8 +33,10 @@ func histChunkFrom(seed uint64, n int) chunkenc.Chunk {
 		h.Schema = histogram.CustomBucketsSchema
 		h.CustomValues = []float64{0.001, 0.5, 1, 2.75, 1e9, 12.3456789}[:1+r.IntN(6)]
 	}
-	width := 1 + r.IntN(12)
-	h.PositiveSpans = []histogram.Span{{Offset: int32(r.IntN(20)) - 10, Length: uint32(width)}}
+	width := r.IntN(13) // none: only the count, the zero bucket and the sum
+	if width > 0 {
+		h.PositiveSpans = []histogram.Span{{Offset: int32(r.IntN(20)) - 10, Length: uint32(width)}}
+	}
 	h.PositiveBuckets = make([]int64, width)
 	if h.Schema != histogram.CustomBucketsSchema && r.IntN(2) == 0 {
 		h.NegativeSpans = []histogram.Span{{Offset: 1, Length: 2}, {Offset: 3, Length: 1}}
@@ -64,7 +66,7 @@ func histChunkFrom(seed uint64, n int) chunkenc.Chunk {
 			app = app2
 			continue
 		}
-		if i > 0 && r.IntN(20) == 0 && h.Schema != histogram.CustomBucketsSchema && len(h.PositiveSpans) == 1 {
+		if i > 0 && r.IntN(20) == 0 && h.Schema != histogram.CustomBucketsSchema && len(h.PositiveSpans) == 1 && width > 0 {
 			// A bucket appears: the appender recodes the chunk.
 			h.PositiveSpans = append(h.PositiveSpans, histogram.Span{Offset: 2, Length: 1})
 			h.PositiveBuckets = append(h.PositiveBuckets, 0)

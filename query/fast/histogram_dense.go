@@ -233,6 +233,12 @@ func (s *denseSum) add(h *histogram.FloatHistogram, factor float64, raw bool) bo
 // lowestAbove reports whether the lowest bucket of a side that the sum
 // would see lies above the zero threshold.
 func (s *denseSum) lowestAbove(spans []histogram.Span, buckets []float64, raw bool) bool {
+	// Bounds grow with the index: where the side's lowest bucket, zero
+	// or not, lies at or above one known above the threshold, so does
+	// every bucket it has.
+	if s.boundOK && len(spans) > 0 && spans[0].Offset >= s.okFrom {
+		return true
+	}
 	var idx int32
 	bi := 0
 	for _, sp := range spans {
