@@ -93,37 +93,59 @@ func (d *denseSide) add(spans []histogram.Span, buckets []float64, factor float6
 		k := d.at(idx)
 		src := buckets[bi : bi+int(s.Length)]
 		val, c, present := d.val[k:k+len(src)], d.c[k:k+len(src)], d.present[k:k+len(src)]
-		for j, v := range src {
+		// In pieces of up to 256 buckets: first the indexes of those to
+		// add (for a rate, those not zero, found without a branch: which
+		// buckets of a rate are zero varies from step to step, which a
+		// branch would predict badly), then the additions.
+		for p0 := 0; p0 < len(src); p0 += 256 {
+			part := src[p0:min(p0+256, len(src))]
+			pv, pc, pp := val[p0:p0+len(part)], c[p0:p0+len(part)], present[p0:p0+len(part)]
+			var nz [256]uint16
+			n := 0
 			if raw {
-				if v == 0 {
+				for j, v := range part {
+					nz[n&255] = uint16(j)
+					b := math.Float64bits(v) << 1 // zero for ±0 only
+					n += int((b | -b) >> 63)
+				}
+			} else {
+				for j := range part {
+					nz[j] = uint16(j)
+				}
+				n = len(part)
+			}
+			for _, j16 := range nz[:n] {
+				j := int(j16)
+				v := part[j]
+				if raw {
+					// Rounded here: a multiplication fused into the
+					// sum's addition would not be upstream's Mul then
+					// KahanAdd.
+					v = float64(v * factor)
+				}
+				if first || !pp[j] {
+					pv[j], pc[j], pp[j] = v, 0, true
 					continue
 				}
-				// Rounded here: a multiplication fused into the sum's
-				// addition would not be upstream's Mul then KahanAdd.
-				v = float64(v * factor)
+				// kahansum.Inc written out, as kahanFold does (see there
+				// why it is the same bits), calling Inc itself off finite
+				// inputs.
+				sum, cc := pv[j], pc[j]
+				if !(finite(v) && finite(sum) && finite(cc)) {
+					pv[j], pc[j] = kahansum.Inc(v, sum, cc)
+					continue
+				}
+				t := sum + v
+				switch {
+				case t > math.MaxFloat64 || t < -math.MaxFloat64:
+					cc = 0
+				case math.Abs(sum) >= math.Abs(v):
+					cc += (sum - t) + v
+				default:
+					cc += (v - t) + sum
+				}
+				pv[j], pc[j] = t, cc
 			}
-			if first || !present[j] {
-				val[j], c[j], present[j] = v, 0, true
-				continue
-			}
-			// kahansum.Inc written out, as kahanFold does (see there
-			// why it is the same bits), calling Inc itself off finite
-			// inputs.
-			sum, cc := val[j], c[j]
-			if !(finite(v) && finite(sum) && finite(cc)) {
-				val[j], c[j] = kahansum.Inc(v, sum, cc)
-				continue
-			}
-			t := sum + v
-			switch {
-			case t > math.MaxFloat64 || t < -math.MaxFloat64:
-				cc = 0
-			case math.Abs(sum) >= math.Abs(v):
-				cc += (sum - t) + v
-			default:
-				cc += (v - t) + sum
-			}
-			val[j], c[j] = t, cc
 		}
 		idx += int32(s.Length)
 		bi += int(s.Length)
