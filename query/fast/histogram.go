@@ -74,15 +74,18 @@ type histShard struct {
 	chunked histChunks // where the leaf reads chunks (runHistChunks)
 }
 
-// runHistLeaf evaluates a rate or increase over native histograms. It
-// reads through sample iterators, as upstream does, so that the counter
-// reset hints (which a merge of blocks resets to unknown where it joins
-// them, and where a seek lands) are the ones upstream sees: it reads each
-// series as upstream's buffered iterator does when the range is at least
-// the step (one Next, a Seek to the first window's start, then Next to the
-// end). A range shorter than the step makes upstream seek again between
-// steps; those queries go upstream. Any float sample other than a stale
-// marker in the windows (a mixed selection) hands the query back too.
+// runHistLeaf evaluates a rate or increase over native histograms. Where
+// the storage serves chunks it reads them (runHistChunks, which sees the
+// resets upstream sees without its iterators: histogram_chunk.go). Else,
+// and where the chunks are not ones that reader takes, it reads through
+// sample iterators, as upstream does, so that the counter reset hints
+// (which a merge of blocks resets to unknown where it joins them, and
+// where a seek lands) are the ones upstream sees: it reads each series as
+// upstream's buffered iterator does when the range is at least the step
+// (one Next, a Seek to the first window's start, then Next to the end). A
+// range shorter than the step makes upstream seek again between steps;
+// those queries go upstream. Any float sample other than a stale marker
+// in the windows (a mixed selection) hands the query back too.
 func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 	if cq, ok := chunkQueryable(ev.q); ok {
 		err := ev.runHistChunks(l, s, cq)
