@@ -82,10 +82,10 @@ type histShard struct {
 // (which a merge of blocks resets to unknown where it joins them, and
 // where a seek lands) are the ones upstream sees: it reads each series as
 // upstream's buffered iterator does when the range is at least the step
-// (one Next, a Seek to the first window's start, then Next to the end). A
-// range shorter than the step makes upstream seek again between steps;
-// those queries go upstream. Any float sample other than a stale marker
-// in the windows (a mixed selection) hands the query back too.
+// (one Next, a Seek to the first window's start, then Next to the end;
+// with a range shorter than the step, a Seek to each step's window start
+// it has not read past). Any float sample other than a stale marker in
+// the windows (a mixed selection) hands the query back.
 func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 	if cq, ok := chunkQueryable(ev.q); ok {
 		err := ev.runHistChunks(l, s, cq)
@@ -303,7 +303,11 @@ func (sh *histShard) rateSteps(ev *evaluator, l *leaf, c *column) (bool, error) 
 	if len(pts) < 2 {
 		return false, nil
 	}
-	sh.pairs(pts)
+	if sh.chunked.set != nil {
+		sh.chunkPairs()
+	} else {
+		sh.pairs(pts)
+	}
 	isRate := l.fn == "rate"
 	name := c.lset.Get(model.MetricNameLabel)
 	any := false

@@ -97,6 +97,7 @@ type histSeries struct {
 	samples []histSample
 	vals    []float64
 	layouts []histLayout
+	below   []uint8 // per layout, for chunkPairs
 
 	// The iterator's state for the chunk being decoded.
 	pb, nb, pbd, nbd []int64
@@ -781,6 +782,48 @@ func (sh *histShard) readChunks(f *sampleFilter) error {
 	}
 	sh.points()
 	return nil
+}
+
+// chunkPairs is pairs for samples read by readChunks: a sample after one
+// of its own chunk has that one's layout and the hint "not a reset"
+// (DetectReset then says no), so only pairs across chunks are compared
+// in full, and a layout's lowest buckets are tested once.
+func (sh *histShard) chunkPairs() {
+	hs := &sh.chunked.series
+	pts := sh.pts
+	n := len(pts)
+	sh.resets = slices.Grow(sh.resets[:0], n)[:n]
+	sh.breaks = slices.Grow(sh.breaks[:0], n+1)[:n+1]
+	sh.resets[0], sh.breaks[0], sh.breaks[1] = false, 0, 0
+	// below[k]: layout k's lowest buckets lie inside the zero bucket
+	// (0 untested, 1 no, 2 yes).
+	below := slices.Grow(hs.below[:0], len(hs.layouts))[:len(hs.layouts)]
+	clear(below)
+	hs.below = below
+	for j := 1; j < n; j++ {
+		smp := &hs.samples[j]
+		br := 0
+		if smp.first || smp.layout != hs.samples[j-1].layout {
+			// Another chunk (each has a layout of its own).
+			a, b := pts[j-1].h, pts[j].h
+			sh.resets[j] = b.DetectReset(a)
+			if !sameLayout(a, b) || !sh.below.lowestAbove(b) {
+				br = 1
+			}
+		} else {
+			sh.resets[j] = false
+			if below[smp.layout] == 0 {
+				below[smp.layout] = 1
+				if !sh.below.lowestAbove(pts[j].h) {
+					below[smp.layout] = 2
+				}
+			}
+			if below[smp.layout] == 2 {
+				br = 1
+			}
+		}
+		sh.breaks[j+1] = sh.breaks[j] + br
+	}
 }
 
 // points makes pts of the decoded samples: FloatHistograms over the flat
