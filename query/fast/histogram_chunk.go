@@ -39,7 +39,8 @@ var errHistChunk = errors.New("histogram chunk the chunk reader does not take")
 // a sample after a stale marker), so DetectReset says no between two
 // samples of one chunk whatever the hint (NotCounterReset from the
 // iterator, or Unknown where a merge of blocks or a seek lands), and the
-// reader checks that the counts indeed do not go down. The first sample
+// reader checks that the counts indeed do not go down between the samples
+// one window may hold (TestDecodeHistChunkRefuses). The first sample
 // of a chunk comes with UnknownCounterReset from the chunk iterator (it
 // never hands out the header's CounterReset), so DetectReset compares it
 // in full with the sample before, as upstream does.
