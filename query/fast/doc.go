@@ -28,10 +28,16 @@
 //     sum's inputs share a schema and zero threshold, the same float
 //     operations run bucket by bucket on dense arrays instead of through
 //     span merging, and Compact(0) gives upstream's layout; then
-//     promql.HistogramQuantile. A histogram leaf reads through sample
-//     iterators calling Next and Seek as upstream's buffered iterator
-//     does, so that the hints a merge of blocks resets where a seek lands
-//     are the ones upstream sees.
+//     promql.HistogramQuantile. Counter reset hints: the chunk iterator
+//     hands out a chunk's first sample as unknown and the others as no
+//     reset, and a merge of blocks or a seek turns hints to unknown; since
+//     within one chunk counts never go down (the appender cuts a chunk on
+//     a reset) DetectReset finds no reset between two samples of a chunk
+//     whatever the hint, so a leaf reading chunks sees upstream's resets
+//     with the hint unknown on each chunk's first sample only (and checks
+//     that counts do not go down between the samples a window holds); a
+//     leaf reading sample iterators calls Next and Seek as upstream's
+//     buffered iterator does.
 //   - Whatever this package is not sure to answer exactly it refuses:
 //     Compile rejects offsets, @, subqueries, anchored or smoothed
 //     selectors, selectors without a metric name, other functions and
@@ -83,8 +89,17 @@
 //     ones before any step sees them; other chunks go through their own
 //     iterators, and storage without chunks through sample iterators. A
 //     leaf that meets native histograms before its first output starts
-//     over on sample iterators (runHistLeaf), decoding each sample once
-//     into a reused FloatHistogram.
+//     over as a histogram leaf (runHistLeaf). Over chunks, each worker
+//     selects through its own chunk querier; integer histogram chunks are
+//     decoded by this package's own loop (histogram_chunk.go, checked
+//     against the chunk iterator by FuzzHistChunkDecode) into the int64
+//     state the iterator keeps, and only the samples some window holds
+//     are converted to floats, into one flat array per series, without a
+//     FloatHistogram per sample. Chunks that overlap, gauge or float
+//     histogram chunks and counts that go down within a chunk make the
+//     leaf start over on sample iterators (or hand the query back once it
+//     has given output), which decode each sample into a reused
+//     FloatHistogram.
 //   - Per step, rate and increase (rate.go) compute only what the window's
 //     ends, its resets and, when the sample times shift against the
 //     window, the time-only part of the extrapolation need; the zero

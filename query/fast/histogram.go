@@ -63,26 +63,36 @@ type hpoint struct {
 type histShard struct {
 	querier storage.Querier
 	seriesWalk
-	it     chunkenc.Iterator
-	pts    []hpoint // the series' samples in the windows; pts[:cap] keep their histograms
-	zero   histogram.FloatHistogram
-	resets []bool // resets[j]: pts[j].h.DetectReset(pts[j-1].h)
-	breaks []int  // breaks[j+1]-breaks[j]: pts[j] has another layout than pts[j-1] (or a gauge hint)
-	below  belowCache
-	annos  []error // one step's annotations, before they go to the evaluator
-	maxWin int     // the largest sample count (upstream's) of the points one series read
+	it      chunkenc.Iterator
+	pts     []hpoint // the series' samples in the windows; pts[:cap] keep their histograms
+	zero    histogram.FloatHistogram
+	resets  []bool // resets[j]: pts[j].h.DetectReset(pts[j-1].h)
+	breaks  []int  // breaks[j+1]-breaks[j]: pts[j] has another layout than pts[j-1] (or a gauge hint)
+	below   belowCache
+	annos   []error    // one step's annotations, before they go to the evaluator
+	maxWin  int        // the largest sample count (upstream's) of the points one series read
+	chunked histChunks // where the leaf reads chunks (runHistChunks)
 }
 
-// runHistLeaf evaluates a rate or increase over native histograms. It
-// reads through sample iterators, as upstream does, so that the counter
-// reset hints (which a merge of blocks resets to unknown where it joins
-// them, and where a seek lands) are the ones upstream sees: it reads each
-// series as upstream's buffered iterator does when the range is at least
-// the step (one Next, a Seek to the first window's start, then Next to the
-// end). A range shorter than the step makes upstream seek again between
-// steps; those queries go upstream. Any float sample other than a stale
-// marker in the windows (a mixed selection) hands the query back too.
+// runHistLeaf evaluates a rate or increase over native histograms. Where
+// the storage serves chunks it reads them (runHistChunks, which sees the
+// resets upstream sees without its iterators: histogram_chunk.go). Else,
+// and where the chunks are not ones that reader takes, it reads through
+// sample iterators, as upstream does, so that the counter reset hints
+// (which a merge of blocks resets to unknown where it joins them, and
+// where a seek lands) are the ones upstream sees: it reads each series as
+// upstream's buffered iterator does when the range is at least the step
+// (one Next, a Seek to the first window's start, then Next to the end;
+// with a range shorter than the step, a Seek to each step's window start
+// it has not read past). Any float sample other than a stale marker in
+// the windows (a mixed selection) hands the query back.
 func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
+	if cq, ok := chunkQueryable(ev.q); ok {
+		err := ev.runHistChunks(l, s, cq)
+		if !errors.Is(err, errHistChunk) {
+			return err
+		}
+	}
 	mint, maxt, hints := ev.selectHints(l)
 	shards := make([]histShard, ev.opts.Workers)
 	defer func() {
@@ -104,6 +114,14 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 	}); err != nil {
 		return err
 	}
+	return ev.histBatches(l, s, shards, func(sh *histShard) error { return sh.read(ev, l) })
+}
+
+// histBatches evaluates a histogram leaf's series batch by batch into s,
+// each worker filling its shard's pts for a series with read. A read
+// that returns errHistChunk before any batch went to s returns it (the
+// leaf starts over on samples), after that ErrFallback.
+func (ev *evaluator) histBatches(l *leaf, s sink, shards []histShard, read func(sh *histShard) error) error {
 	batch := max(1, min(ev.opts.BatchSeries, histBatchSeries))
 	bufs := getBuffers(batch * ev.steps)
 	defer putBuffers(bufs)
@@ -119,8 +137,9 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 		walks[w] = &shards[w].seriesWalk
 	}
 	var (
-		out   []*column
-		total int
+		out     []*column
+		total   int
+		emitted bool
 	)
 	for {
 		n, err := ev.walkBatch(walks, cols, nonEmpty, func(w int, c *column) (bool, error) {
@@ -128,11 +147,14 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 			if c.h == nil {
 				c.h, c.hraw = make([]histogram.FloatHistogram, ev.steps), make([]bool, ev.steps)
 			}
-			if err := sh.read(ev, l); err != nil {
+			if err := read(sh); err != nil {
 				return false, err
 			}
 			return sh.rateSteps(ev, l, c)
 		})
+		if errors.Is(err, errHistChunk) && emitted {
+			return ErrFallback
+		}
 		if err != nil {
 			return err
 		}
@@ -163,6 +185,7 @@ func (ev *evaluator) runHistLeaf(l *leaf, s sink) error {
 		if total+maxWin >= ev.opts.MaxSamples {
 			return ErrFallback
 		}
+		emitted = true
 		if err := s.batch(out); err != nil {
 			return err
 		}
@@ -280,7 +303,11 @@ func (sh *histShard) rateSteps(ev *evaluator, l *leaf, c *column) (bool, error) 
 	if len(pts) < 2 {
 		return false, nil
 	}
-	sh.pairs(pts)
+	if sh.chunked.set != nil {
+		sh.chunkPairs()
+	} else {
+		sh.pairs(pts)
+	}
 	isRate := l.fn == "rate"
 	name := c.lset.Get(model.MetricNameLabel)
 	any := false

@@ -19,14 +19,16 @@ func (ag *aggregator) histSum(cols []*column) error {
 	for len(ag.hist) < len(ag.groups) {
 		ag.hist = append(ag.hist, &histGroup{steps: make([]denseSum, ag.ev.steps)})
 	}
+	// Step by step, the batch's series in order within each: a step's
+	// sums stay in cache while the series' rates stream past them.
 	return parallel(ag.ev.opts.Workers, ag.ev.steps, func(_, lo, hi int) error {
-		for ci, c := range cols {
-			g := ag.groups[ag.member[ci]]
-			hg := ag.hist[ag.member[ci]]
-			for i := lo; i < hi; i++ {
+		for i := lo; i < hi; i++ {
+			for ci, c := range cols {
 				if !c.has[i] {
 					continue
 				}
+				g := ag.groups[ag.member[ci]]
+				hg := ag.hist[ag.member[ci]]
 				raw := c.hraw != nil && c.hraw[i]
 				if !g.seen[i] {
 					g.seen[i] = true

@@ -91,19 +91,61 @@ func (d *denseSide) add(spans []histogram.Span, buckets []float64, factor float6
 		// Room for the whole span, then its slots in order.
 		d.at(idx + int32(s.Length) - 1)
 		k := d.at(idx)
-		val, c, present := d.val[k:k+int(s.Length)], d.c[k:k+int(s.Length)], d.present[k:k+int(s.Length)]
-		for j, v := range buckets[bi : bi+int(s.Length)] {
+		src := buckets[bi : bi+int(s.Length)]
+		val, c, present := d.val[k:k+len(src)], d.c[k:k+len(src)], d.present[k:k+len(src)]
+		// In pieces of up to 256 buckets: first the indexes of those to
+		// add (for a rate, those not zero, found without a branch: which
+		// buckets of a rate are zero varies from step to step, which a
+		// branch would predict badly), then the additions.
+		for p0 := 0; p0 < len(src); p0 += 256 {
+			part := src[p0:min(p0+256, len(src))]
+			pv, pc, pp := val[p0:p0+len(part)], c[p0:p0+len(part)], present[p0:p0+len(part)]
+			var nz [256]uint16
+			n := 0
 			if raw {
-				if v == 0 {
+				for j, v := range part {
+					nz[n&255] = uint16(j)
+					b := math.Float64bits(v) << 1 // zero for ±0 only
+					n += int((b | -b) >> 63)
+				}
+			} else {
+				for j := range part {
+					nz[j] = uint16(j)
+				}
+				n = len(part)
+			}
+			for _, j16 := range nz[:n] {
+				j := int(j16)
+				v := part[j]
+				if raw {
+					// Rounded here: a multiplication fused into the
+					// sum's addition would not be upstream's Mul then
+					// KahanAdd.
+					v = float64(v * factor)
+				}
+				if first || !pp[j] {
+					pv[j], pc[j], pp[j] = v, 0, true
 					continue
 				}
-				v *= factor
+				// kahansum.Inc written out, as kahanFold does (see there
+				// why it is the same bits), calling Inc itself off finite
+				// inputs.
+				sum, cc := pv[j], pc[j]
+				if !(finite(v) && finite(sum) && finite(cc)) {
+					pv[j], pc[j] = kahansum.Inc(v, sum, cc)
+					continue
+				}
+				t := sum + v
+				switch {
+				case t > math.MaxFloat64 || t < -math.MaxFloat64:
+					cc = 0
+				case math.Abs(sum) >= math.Abs(v):
+					cc += (sum - t) + v
+				default:
+					cc += (v - t) + sum
+				}
+				pv[j], pc[j] = t, cc
 			}
-			if first || !present[j] {
-				val[j], c[j], present[j] = v, 0, true
-				continue
-			}
-			val[j], c[j] = kahansum.Inc(v, val[j], c[j])
 		}
 		idx += int32(s.Length)
 		bi += int(s.Length)
@@ -213,6 +255,12 @@ func (s *denseSum) add(h *histogram.FloatHistogram, factor float64, raw bool) bo
 // lowestAbove reports whether the lowest bucket of a side that the sum
 // would see lies above the zero threshold.
 func (s *denseSum) lowestAbove(spans []histogram.Span, buckets []float64, raw bool) bool {
+	// Bounds grow with the index: where the side's lowest bucket, zero
+	// or not, lies at or above one known above the threshold, so does
+	// every bucket it has.
+	if s.boundOK && len(spans) > 0 && spans[0].Offset >= s.okFrom {
+		return true
+	}
 	var idx int32
 	bi := 0
 	for _, sp := range spans {
