@@ -43,7 +43,14 @@
 // also a step: when neither the target nor its first root cause jumps at
 // its change by more than the window's load wander makes elsewhere
 // (step.go), the target wandered with its load and the answer is "no
-// incident". See Rank for
+// incident". An arrival rate is the exception both ways (loadstep.go): a
+// mild surge on one host barely moves a fleet's latency but steps its
+// request rate plainly, so a load-node candidate whose own split rises
+// persistently (|z| ≥ 4) with a clear local jump (≥ 2.5), after which
+// the target moved the harmful way (pointwise z ≥ 0.5), is an incident
+// with Why "load stepped" when, ranked at that time, it is the first
+// root cause; and as a first root cause its persistent rise counts as
+// the step. See Rank for
 // the formulas and Onset for the change-point methods.
 //
 // # The serving graph

@@ -203,6 +203,7 @@ const (
 	WhyNoChange     = "no change"     // no incident: |z| under MinTargetZ
 	WhyTooSmall     = "too small"     // no incident: under MinTargetChange of the mean
 	WhyWandered     = "wandered"      // no incident: neither the target nor its root cause stepped
+	WhyLoadStep     = "load stepped"  // incident: a weak change after an arrival rate stepped clearly
 	WhyNoCause      = "no cause"      // unexplained: no candidate passes the causal checks
 	WhyNoCandidates = "no candidates" // unexplained: nothing to rank
 )
@@ -257,7 +258,11 @@ const (
 //     informative anomaly it explains) corroborates it (see corroborates;
 //     with ChangePoint 0, the change times of corroboratedOnsets are tried
 //     too), or when neither the target nor its first root cause stepped
-//     (stepped: load that wanders moves a latency without a step),
+//     (stepped: load that wanders moves a latency without a step; an
+//     arrival rate as first root cause steps when its split rises with
+//     |z| ≥ 4), unless an arrival rate stepped clearly and the target
+//     moved the harmful way after it and, ranked there, that rate is the
+//     first root cause (loadstep.go: VerdictIncident, WhyLoadStep),
 //     VerdictUnexplained when the first row does not pass the checks,
 //     else VerdictIncident. VerdictReason says which.
 //
@@ -282,6 +287,18 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	// change times such steps point at (corroboratedOnsets), and keep the
 	// ranking at one only if its first root cause vouches for it.
 	for _, ch := range corroboratedOnsets(target, cands, opts, opts.Direction) {
+		alt, err := rank(target, cands, opts, &ch)
+		if err == nil && alt.Verdict == VerdictIncident {
+			return alt, nil
+		}
+	}
+	// Nor did a root cause vouch for it. A mild surge still steps the
+	// arrival rate clearly (loadstep.go): try the times such steps point
+	// at, and keep the ranking at one whose first root cause is that rate.
+	if res.Why == WhyImproved {
+		return res, nil
+	}
+	for _, ch := range loadSteps(target, cands, opts, opts.Direction) {
 		alt, err := rank(target, cands, opts, &ch)
 		if err == nil && alt.Verdict == VerdictIncident {
 			return alt, nil
@@ -627,8 +644,12 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		res.Verdict, res.Why = VerdictIncident, WhyCorroborated
 		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
 	}
+	if res.Verdict == VerdictNoIncident && given != nil && len(order) > 0 {
+		loadStepVerdict(res, &rk[order[0]], tiers[order[0]], cands[order[0]].Values, pre, dir, opts.MinBefore)
+	}
 	if res.Verdict == VerdictIncident && len(order) > 0 && tiers[order[0]] == 0 {
-		if ok, words := stepped(target.Values, res.Change.At, res.Change.Shift, cands[order[0]].Values); !ok {
+		load := isLoadNode(rk[order[0]].Node) && dir != DirectionDown
+		if ok, words := stepped(target.Values, res.Change.At, res.Change.Shift, cands[order[0]].Values, load); !ok {
 			res.Verdict, res.Why = VerdictNoIncident, WhyWandered
 			res.VerdictReason = changeWords(res.Change, pre, dir) + ", but " + words + ": the target wandered with its load, which is no incident"
 			return res, nil

@@ -35,13 +35,22 @@ const (
 // (|z| ≥ minStepZ) and its local jump there stands out. Otherwise it
 // describes what wandered. On the values, not ranks: ranks squeeze a
 // large step into the range of the wander around it.
-func stepped(target []float64, k int, shift float64, cause []float64) (bool, string) {
+//
+// load says the root cause is an arrival rate (the graph's load node) and
+// more load is the harm: then a persistent rise of its split (z ≥
+// loadStepZ) counts as the step whatever its local jump, because a mild
+// surge is about as large as the jumps of the load's own five-minute wander
+// but, unlike the wander, holds (loadstep.go).
+func stepped(target []float64, k int, shift float64, cause []float64, load bool) (bool, string) {
 	tj := localJump(target, k)
 	if math.IsNaN(tj) || tj*shift > 0 && math.Abs(tj) >= minStepJump {
 		return true, ""
 	}
 	c, err := Onset(causal.Series{Name: "cause", Values: cause}, MethodMeanShift, 0)
 	if err != nil {
+		return true, ""
+	}
+	if load && c.Z >= loadStepZ {
 		return true, ""
 	}
 	cj := localJump(cause, c.At)
