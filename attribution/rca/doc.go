@@ -19,7 +19,8 @@
 // testing, Li et al., KDD 2022), tests the residual for a level shift with
 // Newey–West errors, controls the false discovery rate with
 // Benjamini–Hochberg within each node family, and demotes candidates with
-// an anomalous ancestor (descendant adjustment). A candidate ranks as a
+// an anomalous ancestor (descendant adjustment); an ancestor with a
+// sustained move of its own counts as anomalous when a descendant is. A candidate ranks as a
 // root cause only if it also passes causal checks that reject decoys: it
 // changes before or with the target, its fluctuations predict the target
 // beyond the change itself (an incremental-prediction F-test conditional on

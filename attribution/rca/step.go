@@ -53,9 +53,16 @@ func stepped(target []float64, k int, shift float64, cause []float64, load bool)
 	if load && c.Z >= loadStepZ {
 		return true, ""
 	}
+	// The jump is taken where the cause stepped: its split on ranks, its
+	// split on values (ranks squeeze a large step, so their split can land
+	// tens of points away from it), or the target's change, whichever
+	// stands out most the same way.
 	cj := localJump(cause, c.At)
-	if kj := localJump(cause, k); kj*c.Z > 0 && math.Abs(kj) > math.Abs(cj) {
-		cj = kj
+	vk, _ := newCumsum(cause).bestSplit(0, len(cause), 2, len(cause)-2)
+	for _, at := range []int{k, vk} {
+		if kj := localJump(cause, at); kj*c.Z > 0 && math.Abs(kj) > math.Abs(cj) {
+			cj = kj
+		}
 	}
 	if math.IsNaN(cj) || (math.Abs(c.Z) >= minStepZ && cj*c.Z > 0 && math.Abs(cj) >= minStepJump) {
 		return true, ""
