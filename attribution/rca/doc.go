@@ -50,8 +50,8 @@
 // persistently (|z| ≥ 4) with a clear local jump (≥ 2.5), after which
 // the target moved the harmful way (pointwise z ≥ 0.5), is an incident
 // with Why "load stepped" when, ranked at that time, it is the first
-// root cause; and as a first root cause its persistent rise counts as
-// the step. See Rank for
+// root cause; and as the first root cause of a target change clear on
+// its own, its persistent rise counts as the step. See Rank for
 // the formulas and Onset for the change-point methods.
 //
 // # The serving graph

@@ -683,7 +683,10 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		loadStepVerdict(res, &rk[order[0]], tiers[order[0]], cands[order[0]].Values, pre, dir, opts.MinBefore)
 	}
 	if res.Verdict == VerdictIncident && len(order) > 0 && tiers[order[0]] == 0 {
-		load := isLoadNode(rk[order[0]].Node) && dir != DirectionDown
+		// The load exemption is for a target that changed clearly on its
+		// own: a weak change that a rate's wander corroborated must still
+		// show a step.
+		load := isLoadNode(rk[order[0]].Node) && dir != DirectionDown && res.Why == WhyChanged
 		if ok, words := stepped(target.Values, res.Change.At, res.Change.Shift, cands[order[0]].Values, load); !ok {
 			res.Verdict, res.Why = VerdictNoIncident, WhyWandered
 			res.VerdictReason = changeWords(res.Change, pre, dir) + ", but " + words + ": the target wandered with its load, which is no incident"

@@ -36,8 +36,9 @@ const (
 // describes what wandered. On the values, not ranks: ranks squeeze a
 // large step into the range of the wander around it.
 //
-// load says the root cause is an arrival rate (the graph's load node) and
-// more load is the harm: then a persistent rise of its split (z ≥
+// load says the root cause is an arrival rate (the graph's load node),
+// more load is the harm and the target's change is clear on its own (not
+// corroborated): then a persistent rise of its split (z ≥
 // loadStepZ) counts as the step whatever its local jump, because a mild
 // surge is about as large as the jumps of the load's own five-minute wander
 // but, unlike the wander, holds (loadstep.go).
