@@ -19,7 +19,8 @@
 // testing, Li et al., KDD 2022), tests the residual for a level shift with
 // Newey–West errors, controls the false discovery rate with
 // Benjamini–Hochberg within each node family, and demotes candidates with
-// an anomalous ancestor (descendant adjustment). A candidate ranks as a
+// an anomalous ancestor (descendant adjustment); an ancestor with a
+// sustained move of its own counts as anomalous when a descendant is. A candidate ranks as a
 // root cause only if it also passes causal checks that reject decoys: it
 // changes before or with the target, its fluctuations predict the target
 // beyond the change itself (an incremental-prediction F-test conditional on
@@ -43,7 +44,14 @@
 // also a step: when neither the target nor its first root cause jumps at
 // its change by more than the window's load wander makes elsewhere
 // (step.go), the target wandered with its load and the answer is "no
-// incident". See Rank for
+// incident". An arrival rate is the exception both ways (loadstep.go): a
+// mild surge on one host barely moves a fleet's latency but steps its
+// request rate plainly, so a load-node candidate whose own split rises
+// persistently (|z| ≥ 4) with a clear local jump (≥ 2.5), after which
+// the target moved the harmful way (pointwise z ≥ 0.5), is an incident
+// with Why "load stepped" when, ranked at that time, it is the first
+// root cause; and as the first root cause of a target change clear on
+// its own, its persistent rise counts as the step. See Rank for
 // the formulas and Onset for the change-point methods.
 //
 // # The serving graph

@@ -203,6 +203,7 @@ const (
 	WhyNoChange     = "no change"     // no incident: |z| under MinTargetZ
 	WhyTooSmall     = "too small"     // no incident: under MinTargetChange of the mean
 	WhyWandered     = "wandered"      // no incident: neither the target nor its root cause stepped
+	WhyLoadStep     = "load stepped"  // incident: a weak change after an arrival rate stepped clearly
 	WhyNoCause      = "no cause"      // unexplained: no candidate passes the causal checks
 	WhyNoCandidates = "no candidates" // unexplained: nothing to rank
 )
@@ -229,14 +230,16 @@ const (
 //     Newey–West test of a mean shift of r at c gives a p-value, adjusted
 //     by Benjamini–Hochberg within each node family.
 //  4. A candidate is anomalous when QValue ≤ Alpha and Shift ≥ MinShift
-//     (or the shift is a sustained step at the change, see sustained),
+//     (or the shift is a sustained step at the change, see sustained, or
+//     a sustained move of a graph ancestor of an anomalous candidate),
 //     and explained when an anomalous candidate sits upstream of it in the
 //     graph (in its group): descendant adjustment. A fault enters the graph
 //     somewhere and moves everything downstream; the regression cannot
 //     always tell (a parent that never varied before the change teaches it
 //     nothing, and queues grow nonlinearly), but the graph can.
 //  5. Causal checks (checkCauses): Precedes (its own least-squares onset
-//     is no later than the target's 95 % change-time set allows),
+//     is no later than the target's 95 % change-time set allows, or a
+//     proposed change's set when Rank ranks at a candidate's proposal),
 //     Informative (incremental-prediction F-test conditional on the step,
 //     BH across candidates) and not Bypassed (a stage it acts on moved, by
 //     a shift of MinShift IQR or a sustained step at the change). A
@@ -257,7 +260,11 @@ const (
 //     informative anomaly it explains) corroborates it (see corroborates;
 //     with ChangePoint 0, the change times of corroboratedOnsets are tried
 //     too), or when neither the target nor its first root cause stepped
-//     (stepped: load that wanders moves a latency without a step),
+//     (stepped: load that wanders moves a latency without a step; an
+//     arrival rate as first root cause steps when its split rises with
+//     |z| ≥ 4), unless an arrival rate stepped clearly and the target
+//     moved the harmful way after it and, ranked there, that rate is the
+//     first root cause (loadstep.go: VerdictIncident, WhyLoadStep),
 //     VerdictUnexplained when the first row does not pass the checks,
 //     else VerdictIncident. VerdictReason says which.
 //
@@ -282,6 +289,18 @@ func Rank(target causal.Series, cands []Candidate, opts Options) (*Result, error
 	// change times such steps point at (corroboratedOnsets), and keep the
 	// ranking at one only if its first root cause vouches for it.
 	for _, ch := range corroboratedOnsets(target, cands, opts, opts.Direction) {
+		alt, err := rank(target, cands, opts, &ch)
+		if err == nil && alt.Verdict == VerdictIncident {
+			return alt, nil
+		}
+	}
+	// Nor did a root cause vouch for it. A mild surge still steps the
+	// arrival rate clearly (loadstep.go): try the times such steps point
+	// at, and keep the ranking at one whose first root cause is that rate.
+	if res.Why == WhyImproved {
+		return res, nil
+	}
+	for _, ch := range loadSteps(target, cands, opts, opts.Direction) {
 		alt, err := rank(target, cands, opts, &ch)
 		if err == nil && alt.Verdict == VerdictIncident {
 			return alt, nil
@@ -484,7 +503,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 
 	// Causal checks: a root cause moves before or with the target and
 	// carries information about it beyond the change itself.
-	checkCauses(target, cands, rk, cp, opts, alpha, dir)
+	checkCauses(target, cands, rk, cp, opts, alpha, dir, given)
 	// worthy: a candidate that can be a root cause. A mapped candidate
 	// whose information cannot be tested (it only steps, as a throttle
 	// bitmask does) keeps the benefit of the graph; an unmapped one needs
@@ -499,23 +518,56 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	// Bypassed (a backup job's network burst while the frontend time
 	// stays flat). A mild load surge moves the queue by a sustained 1–2
 	// IQR: under the floor, but a move.
-	for i := range rk {
-		if rk[i].Node == "" || !rk[i].Anomalous || g.Node0(rk[i].Node).Family == FamilyStage {
-			continue
-		}
-		seen, moved := 0, false
-		for st := range g.FirstStages(rk[i].Node) {
-			for _, j := range byNode[st] {
-				if linked(i, j) {
-					seen++
-					moved = moved || stageMoved[j]
+	bypass := func() {
+		for i := range rk {
+			if rk[i].Node == "" || !rk[i].Anomalous || g.Node0(rk[i].Node).Family == FamilyStage {
+				continue
+			}
+			seen, moved := 0, false
+			for st := range g.FirstStages(rk[i].Node) {
+				for _, j := range byNode[st] {
+					if linked(i, j) {
+						seen++
+						moved = moved || stageMoved[j]
+					}
 				}
 			}
+			rk[i].Bypassed = seen > 0 && !moved
 		}
-		rk[i].Bypassed = seen > 0 && !moved
 	}
+	bypass()
 	worthy := func(r *Ranked) bool {
 		return r.Anomalous && r.Precedes && !r.Bypassed && (r.Informative || r.Node != "")
+	}
+
+	// An upstream that moved is anomalous: a mapped candidate whose shift
+	// is a sustained move (Shift ≥ 1, QValue ≤ Alpha, PValue ≤ Alpha/m) but
+	// whose own split lies outside the change-time set (sustained asks
+	// that, against drift) counts when it is a graph ancestor, in its
+	// group, of an anomalous candidate that passes the causal checks: the
+	// effect that moved at the change is the evidence the ancestor moved
+	// there too. A gauge read at the scrape (the running batch, which
+	// follows arrivals × service time by Little's law) is a cleaner reading
+	// of a mild surge or throttle than the 1-minute request rate or a
+	// jittery clock, so it clears the bar while its cause does not, and
+	// without this the effect ranks first. The checks are then run again
+	// with the ancestors among the anomalies.
+	var promoted bool
+	for i := range rk {
+		r := &rk[i]
+		if r.Anomalous || r.Node == "" || r.QValue > alpha || r.Shift < 1 || r.PValue > alpha/float64(len(rk)) {
+			continue
+		}
+		for j := range rk {
+			if worthy(&rk[j]) && rk[j].Node != "" && linked(i, j) && g.Ancestors(rk[j].Node)[r.Node] {
+				r.Anomalous, promoted = true, true
+				break
+			}
+		}
+	}
+	if promoted {
+		checkCauses(target, cands, rk, cp, opts, alpha, dir, given)
+		bypass()
 	}
 
 	// Descendant adjustment: an anomalous candidate upstream explains,
@@ -627,8 +679,15 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		res.Verdict, res.Why = VerdictIncident, WhyCorroborated
 		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
 	}
+	if res.Verdict == VerdictNoIncident && given != nil && len(order) > 0 {
+		loadStepVerdict(res, &rk[order[0]], tiers[order[0]], cands[order[0]].Values, pre, dir, opts.MinBefore)
+	}
 	if res.Verdict == VerdictIncident && len(order) > 0 && tiers[order[0]] == 0 {
-		if ok, words := stepped(target.Values, res.Change.At, res.Change.Shift, cands[order[0]].Values); !ok {
+		// The load exemption is for a target that changed clearly on its
+		// own: a weak change that a rate's wander corroborated must still
+		// show a step.
+		load := isLoadNode(rk[order[0]].Node) && dir != DirectionDown && res.Why == WhyChanged
+		if ok, words := stepped(target.Values, res.Change.At, res.Change.Shift, cands[order[0]].Values, load); !ok {
 			res.Verdict, res.Why = VerdictNoIncident, WhyWandered
 			res.VerdictReason = changeWords(res.Change, pre, dir) + ", but " + words + ": the target wandered with its load, which is no incident"
 			return res, nil
@@ -825,7 +884,7 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options, d
 // that merely jumps when the target does (a decoy starting at the same
 // moment) carries no information; one whose fluctuations move the target
 // does.
-func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, opts Options, alpha float64, dir Direction) {
+func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, opts Options, alpha float64, dir Direction, given *Change) {
 	n := len(target.Values)
 	maxLag := opts.MaxLag
 	if maxLag <= 0 {
@@ -862,6 +921,12 @@ func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, o
 	tc, err := OnsetDirected(target, MethodMeanShift, opts.MinBefore, dir)
 	if err != nil {
 		tc = Change{At: cp, High: cp}
+	}
+	if given != nil {
+		// A change time a candidate proposed (corroboratedOnsets,
+		// loadSteps) replaces the target's own split, which found nothing
+		// clear there: "before or with" is asked of the change ranked.
+		tc = *given
 	}
 	tk := tc.At
 	for i, c := range cands {

@@ -35,7 +35,14 @@ const (
 // (|z| ≥ minStepZ) and its local jump there stands out. Otherwise it
 // describes what wandered. On the values, not ranks: ranks squeeze a
 // large step into the range of the wander around it.
-func stepped(target []float64, k int, shift float64, cause []float64) (bool, string) {
+//
+// load says the root cause is an arrival rate (the graph's load node),
+// more load is the harm and the target's change is clear on its own (not
+// corroborated): then a persistent rise of its split (z ≥
+// loadStepZ) counts as the step whatever its local jump, because a mild
+// surge is about as large as the jumps of the load's own five-minute wander
+// but, unlike the wander, holds (loadstep.go).
+func stepped(target []float64, k int, shift float64, cause []float64, load bool) (bool, string) {
 	tj := localJump(target, k)
 	if math.IsNaN(tj) || tj*shift > 0 && math.Abs(tj) >= minStepJump {
 		return true, ""
@@ -44,9 +51,19 @@ func stepped(target []float64, k int, shift float64, cause []float64) (bool, str
 	if err != nil {
 		return true, ""
 	}
+	if load && c.Z >= loadStepZ {
+		return true, ""
+	}
+	// The jump is taken where the cause stepped: its split on ranks, its
+	// split on values (ranks squeeze a large step, so their split can land
+	// tens of points away from it), or the target's change, whichever
+	// stands out most the same way.
 	cj := localJump(cause, c.At)
-	if kj := localJump(cause, k); kj*c.Z > 0 && math.Abs(kj) > math.Abs(cj) {
-		cj = kj
+	vk, _ := newCumsum(cause).bestSplit(0, len(cause), 2, len(cause)-2)
+	for _, at := range []int{k, vk} {
+		if kj := localJump(cause, at); kj*c.Z > 0 && math.Abs(kj) > math.Abs(cj) {
+			cj = kj
+		}
 	}
 	if math.IsNaN(cj) || (math.Abs(c.Z) >= minStepZ && cj*c.Z > 0 && math.Abs(cj) >= minStepJump) {
 		return true, ""

@@ -70,12 +70,12 @@ func TestSteppedWanderVersusStep(t *testing.T) {
 		}
 		if ch.Z >= 3 {
 			clear++
-			if ok, _ := stepped(tg, ch.At, ch.Shift, c); ok {
+			if ok, _ := stepped(tg, ch.At, ch.Shift, c, false); ok {
 				wander++
 			}
 		}
 		tg, c, k := gen(3)
-		if ok, _ := stepped(tg, k, 1, c); ok {
+		if ok, _ := stepped(tg, k, 1, c, false); ok {
 			steps++
 		}
 	}
