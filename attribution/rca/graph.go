@@ -473,6 +473,16 @@ func NodeFor(metric string, lbls map[string]string) (node string, ok bool) {
 	return "", false
 }
 
+// graphNode is the candidate's node of the serving graph: the one it was
+// given, else the one its name and labels map to ("" for none).
+func (c Candidate) graphNode() string {
+	if c.Node != "" {
+		return c.Node
+	}
+	node, _ := NodeFor(c.Metric, c.Labels)
+	return node
+}
+
 // match reports whether name matches pattern, where each "*" stands for
 // any run of characters.
 func match(pattern, name string) bool {

@@ -69,10 +69,7 @@ func loadSteps(target causal.Series, cands []Candidate, opts Options, dir Direct
 	}
 	var props []prop
 	for _, c := range cands {
-		node := c.Node
-		if node == "" {
-			node, _ = NodeFor(c.Metric, c.Labels)
-		}
+		node := c.graphNode()
 		if !isLoadNode(node) {
 			continue
 		}

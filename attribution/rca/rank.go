@@ -414,10 +414,7 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	}
 	byNode := map[string][]int{}
 	for i, c := range cands {
-		node := c.Node
-		if node == "" {
-			node, _ = NodeFor(c.Metric, c.Labels)
-		}
+		node := c.graphNode()
 		fam := FamilyOther
 		if node != "" {
 			nd, ok := g.Node(node)
@@ -849,10 +846,7 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options, d
 	}
 	var props []prop
 	for _, c := range cands {
-		node := c.Node
-		if node == "" {
-			node, _ = NodeFor(c.Metric, c.Labels)
-		}
+		node := c.graphNode()
 		if node == "" {
 			continue // an unmapped series explains nothing on its own
 		}
