@@ -28,15 +28,7 @@ func TestFleetCauseFirst(t *testing.T) {
 		class fleet.Class
 		seed  uint64
 	}{{fleet.MildThrottle, 27}, {fleet.MildLoadSurge, 27}, {fleet.PageFaults, 162}, {fleet.LongPrompts, 27}, {fleet.NoFault, 148}, {fleet.NoFault, 157}} {
-		inc, err := fleet.Generate(tc.class, tc.seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target, rc := fleetInputs(inc)
-		res, err := rca.Rank(target, rc, rca.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		inc, target, rc, res := rankFleet(t, tc.class, tc.seed)
 		fc, err := scoreFleetCase(inc, tc.class, tc.seed, target, rc, res)
 		if err != nil {
 			t.Fatal(err)

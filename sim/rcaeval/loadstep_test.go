@@ -3,6 +3,7 @@ package rcaeval
 import (
 	"testing"
 
+	"github.com/tailroot/tailroot/attribution/causal"
 	"github.com/tailroot/tailroot/attribution/rca"
 	"github.com/tailroot/tailroot/sim/fleet"
 )
@@ -20,15 +21,7 @@ func TestFleetLoadStep(t *testing.T) {
 		seed uint64
 		why  string
 	}{{103, rca.WhyLoadStep}, {133, rca.WhyLoadStep}, {104, rca.WhyChanged}, {120, rca.WhyChanged}} {
-		inc, err := fleet.Generate(fleet.MildLoadSurge, tc.seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target, rc := fleetInputs(inc)
-		res, err := rca.Rank(target, rc, rca.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		inc, target, rc, res := rankFleet(t, fleet.MildLoadSurge, tc.seed)
 		fc, err := scoreFleetCase(inc, fleet.MildLoadSurge, tc.seed, target, rc, res)
 		if err != nil {
 			t.Fatal(err)
@@ -39,17 +32,24 @@ func TestFleetLoadStep(t *testing.T) {
 		}
 	}
 	for seed := uint64(100); seed < 120; seed++ {
-		inc, err := fleet.Generate(fleet.NoFault, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target, rc := fleetInputs(inc)
-		res, err := rca.Rank(target, rc, rca.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, _, res := rankFleet(t, fleet.NoFault, seed)
 		if res.Verdict != rca.VerdictNoIncident {
 			t.Errorf("fault-free seed %d: verdict %q (%s): %s", seed, res.Verdict, res.Why, res.VerdictReason)
 		}
 	}
+}
+
+// rankFleet generates one fleet case and ranks it with the default options.
+func rankFleet(t *testing.T, class fleet.Class, seed uint64) (*fleet.Incident, causal.Series, []rca.Candidate, *rca.Result) {
+	t.Helper()
+	inc, err := fleet.Generate(class, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, rc := fleetInputs(inc)
+	res, err := rca.Rank(target, rc, rca.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inc, target, rc, res
 }
