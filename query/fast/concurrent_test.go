@@ -50,15 +50,7 @@ func TestAppendsWhileReading(t *testing.T) {
 	}
 	const qs = `sum by (job) (rate(req_total[2m]))`
 	start, end := diffStart.Add(5*time.Minute), diffStart.Add(39*time.Minute)
-	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	qry, err := ng.NewRangeQuery(context.Background(), db, nil, qs, start, end, 15*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := qry.Exec(context.Background())
-	if want.Err != nil {
-		t.Fatal(want.Err)
-	}
+	want := upstreamRange(t, db, qs, start, end, 15*time.Second)
 	plan := mustCompile(t, qs)
 	var (
 		wg   sync.WaitGroup
@@ -120,15 +112,7 @@ func TestCompactionWhileReading(t *testing.T) {
 	}
 	const qs = `sum by (job) (rate(req_total[5m]))`
 	start, end := diffStart.Add(10*time.Minute), diffStart.Add(3*time.Hour)
-	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	qry, err := ng.NewRangeQuery(context.Background(), db, nil, qs, start, end, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := qry.Exec(context.Background())
-	if want.Err != nil {
-		t.Fatal(want.Err)
-	}
+	want := upstreamRange(t, db, qs, start, end, time.Minute)
 	plan := mustCompile(t, qs)
 	done := make(chan error, 1)
 	go func() {
@@ -178,4 +162,21 @@ func TestCompactionWhileReading(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// upstreamRange is the upstream engine's answer to the range query qs
+// over q, the reference the concurrent tests compare against.
+func upstreamRange(t *testing.T, q storage.Queryable, qs string, start, end time.Time, step time.Duration) *promql.Result {
+	t.Helper()
+	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	qry, err := ng.NewRangeQuery(context.Background(), q, nil, qs, start, end, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(qry.Close)
+	want := qry.Exec(context.Background())
+	if want.Err != nil {
+		t.Fatal(want.Err)
+	}
+	return want
 }
