@@ -200,9 +200,14 @@ func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 			prev, lo, end = f.window(t)
 		}
 		dst[kept] = fpoint{t, math.Float64frombits(vbits)}
-		if t > lo && (vbits != value.StaleNaN || !drop) {
-			kept++
+		inc := 0
+		if t > lo {
+			inc = 1
 		}
+		if vbits == value.StaleNaN && drop {
+			inc = 0
+		}
+		kept += inc
 	}
 	if pos > uint(len(body))*8 {
 		return buf[:from], errCorruptChunk
