@@ -42,7 +42,8 @@ type colChunk struct {
 // chunk iterators (storage.NewMergeChunkQuerier, compactChunkIterator) that
 // can only pass non-overlapping chunks through unchanged, and it would copy
 // each block's chunk metas per series. Here a block's series are read
-// straight from its index into reused buffers, its chunks are loaded by the
+// straight from its index into reused buffers (through a cache of the
+// symbols they refer to, seriesIndex), its chunks are loaded by the
 // workers that decode them (a block's chunk reader is safe for concurrent
 // use; the head's is not, so head chunks are loaded here as before), and
 // the join is a linear scan over at most a few dozen parts.
