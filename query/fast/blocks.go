@@ -42,7 +42,8 @@ type colChunk struct {
 // chunk iterators (storage.NewMergeChunkQuerier, compactChunkIterator) that
 // can only pass non-overlapping chunks through unchanged, and it would copy
 // each block's chunk metas per series. Here a block's series are read
-// straight from its index into reused buffers, its chunks are loaded by the
+// straight from its index into reused buffers (through a cache of the
+// symbols they refer to, seriesIndex), its chunks are loaded by the
 // workers that decode them (a block's chunk reader is safe for concurrent
 // use; the head's is not, so head chunks are loaded here as before), and
 // the join is a linear scan over at most a few dozen parts.
@@ -73,6 +74,7 @@ type blockWalk struct {
 type blockPart struct {
 	minT, maxT int64 // the block's range, [minT, maxT)
 	ir         tsdb.IndexReader
+	si         *seriesIndex // the series entries with cached symbols; nil: read through ir
 	cr         tsdb.ChunkReader
 	tr         tombstones.Reader
 	p          index.Postings
@@ -146,6 +148,11 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 		if p.ir, err = b.Index(); err != nil {
 			return fail(err)
 		}
+		// The index reader stays open: it holds the block against deletion
+		// and answers the postings.
+		if p.si, err = openSeriesIndex(b.Dir()); err != nil {
+			p.si = nil // read through the block's reader
+		}
 		if p.cr, err = b.Chunks(); err != nil {
 			return fail(err)
 		}
@@ -195,7 +202,13 @@ func (w *blockWalk) advanceBlock(p *blockPart) error {
 	p.ok = false
 	for p.p.Next() {
 		ref := p.p.At()
-		if err := p.ir.Series(ref, &p.builder, &p.chks); err != nil {
+		var err error
+		if p.si != nil {
+			err = p.si.series(ref, &p.builder, &p.chks)
+		} else {
+			err = p.ir.Series(ref, &p.builder, &p.chks)
+		}
+		if err != nil {
 			if errors.Is(err, storage.ErrNotFound) {
 				continue // stale postings
 			}
@@ -361,6 +374,9 @@ func (w *blockWalk) warnings() annotations.Annotations {
 // close ends every reader; the workers must be done with the chunks.
 func (w *blockWalk) close() {
 	for _, p := range w.blocks {
+		if p.si != nil {
+			_ = p.si.close()
+		}
 		for _, c := range []interface{ Close() error }{p.ir, p.cr, p.tr} {
 			if c != nil {
 				_ = c.Close()

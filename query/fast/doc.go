@@ -84,9 +84,9 @@
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this
 //     package's own loop (xor.go, checked against the chunk iterator by
-//     FuzzXORDecode) from the chunk's bytes where they lie, and samples
-//     outside every window are dropped in a second pass over the decoded
-//     ones before any step sees them; other chunks go through their own
+//     FuzzXORDecode) from the chunk's bytes where they lie, keeping, as it
+//     decodes, only the samples some window holds (the others are written
+//     over by the next) before any step sees them; other chunks go through their own
 //     iterators, and storage without chunks through sample iterators. A
 //     leaf that meets native histograms before its first output starts
 //     over as a histogram leaf (runHistLeaf). Over chunks, each worker

@@ -196,8 +196,9 @@ func countAll(raw []byte) int {
 	return n
 }
 
-// BenchmarkDecodeXOR compares appendXOR with the chunk iterator on a
-// 120-sample chunk of a counter scraped every 15 s.
+// BenchmarkDecodeXOR compares appendXOR, keeping every sample or those of
+// windows with gaps between them, with the chunk iterator on a 120-sample
+// chunk of a counter scraped every 15 s.
 func BenchmarkDecodeXOR(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	c := chunkenc.NewXORChunk()
@@ -213,6 +214,31 @@ func BenchmarkDecodeXOR(b *testing.B) {
 		var buf []fpoint
 		for b.Loop() {
 			buf, _ = appendXOR(buf[:0], c.Bytes(), all)
+		}
+	})
+	// A low bucket's counter: unchanged about every other scrape.
+	sparse := chunkenc.NewXORChunk()
+	sapp, _ := sparse.Appender()
+	v = 0
+	for i := int64(0); i < 120; i++ {
+		v += float64(r.IntN(2) * r.IntN(3))
+		sapp.Append(0, 1_760_000_000_000+i*15_000, v)
+	}
+	b.Run("decoder=appendXOR/counter=sparse", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []fpoint
+		for b.Loop() {
+			buf, _ = appendXOR(buf[:0], sparse.Bytes(), all)
+		}
+	})
+	// A 1-minute rate every 5 minutes: the windows keep a fifth.
+	gaps := &sampleFilter{start: 1_760_000_000_000, interval: 300_000, width: 60_000, dropStale: true}
+	gaps.end = gaps.start + 24*gaps.interval
+	b.Run("decoder=appendXOR/windows=1m_every_5m", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []fpoint
+		for b.Loop() {
+			buf, _ = appendXOR(buf[:0], c.Bytes(), gaps)
 		}
 	})
 	b.Run("decoder=iterator", func(b *testing.B) {
