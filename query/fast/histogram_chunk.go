@@ -444,8 +444,8 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter, maxt int64) e
 		} else {
 			tDod := r.varbit()
 			tDelta += tDod
-			if tDelta <= 0 {
-				return fail(errHistChunk)
+			if tDelta <= 0 || t+tDelta < t {
+				return fail(errHistChunk) // times that do not go up (or wrap)
 			}
 			t += tDelta
 			if t > last {
@@ -536,14 +536,17 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter, maxt int64) e
 
 // lastHolding returns the time of the last step whose window can hold a
 // sample at or before maxt (math.MinInt64 where none can): a window
-// (s-width, s] holds one only where s-width < maxt.
+// (s-width, s] holds one only where s-width < maxt. Where every step can,
+// it returns math.MaxInt64: the decoder then reads the chunk to its end,
+// as it reads the last chunks of a range (the head's open chunk has no
+// last time), and refuses times that do not go up anywhere in it.
 func (f *sampleFilter) lastHolding(maxt int64) int64 {
 	if maxt >= f.end || maxt > math.MaxInt64-f.width {
-		return f.end
+		return math.MaxInt64
 	}
 	lim := maxt + f.width - 1 // the latest step that can
 	if lim >= f.end {
-		return f.end
+		return math.MaxInt64
 	}
 	if lim < f.start {
 		return math.MinInt64
