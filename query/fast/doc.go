@@ -95,7 +95,9 @@
 //     against the chunk iterator by FuzzHistChunkDecode) into the int64
 //     state the iterator keeps, and only the samples some window holds
 //     are converted to floats, into one flat array per series, without a
-//     FloatHistogram per sample. Chunks that overlap, gauge or float
+//     FloatHistogram per sample; a chunk whose last time is before the
+//     last step is decoded only up to the last window that can hold one
+//     of its samples. Chunks that overlap, gauge or float
 //     histogram chunks and counts that go down within a chunk make the
 //     leaf start over on sample iterators (or hand the query back once it
 //     has given output), which decode each sample into a reused

@@ -368,12 +368,15 @@ func countBuckets(spans []histogram.Span) int {
 }
 
 // decodeHistChunk appends the samples of the integer histogram chunk data
-// that f keeps (without stale markers) to s. It returns errHistChunk for
+// that f keeps (without stale markers) to s; maxt is the chunk's last
+// time (or above it), after which no sample lies: decoding stops at the
+// first sample past the last window that can hold one (lastHolding), as
+// the leaf skips the chunks no window meets. It returns errHistChunk for
 // what it does not take (a gauge chunk, an unknown or reduced schema,
 // counts that go down, times that do not go up) and errCorruptChunk for
 // bytes that do not decode; the caller then reads the chunk through its
 // iterator, which reports the error as upstream sees it.
-func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
+func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter, maxt int64) error {
 	if len(data) < 3 {
 		return errCorruptChunk
 	}
@@ -419,11 +422,15 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 		leading, trailing           uint
 		next                        = int64(math.MinInt64)
 		prevKept                    bool // the last sample that was not stale is in s.samples
+		last                        = f.lastHolding(maxt)
 	)
 	for j := range total {
 		stale := false
 		if j == 0 {
 			t = r.varbit()
+			if t > last {
+				break
+			}
 			cnt = r.uvarbit()
 			zcnt = r.uvarbit()
 			sum = math.Float64frombits(r.bits(64))
@@ -437,10 +444,13 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 		} else {
 			tDod := r.varbit()
 			tDelta += tDod
-			if tDelta <= 0 {
-				return fail(errHistChunk)
+			if tDelta <= 0 || t+tDelta < t {
+				return fail(errHistChunk) // times that do not go up (or wrap)
 			}
 			t += tDelta
+			if t > last {
+				break
+			}
 			cntDelta += r.varbit()
 			cnt = uint64(int64(cnt) + cntDelta)
 			zDelta += r.varbit()
@@ -522,6 +532,26 @@ func (s *histSeries) decodeHistChunk(data []byte, f *sampleFilter) error {
 		prevKept = true
 	}
 	return nil
+}
+
+// lastHolding returns the time of the last step whose window can hold a
+// sample at or before maxt (math.MinInt64 where none can): a window
+// (s-width, s] holds one only where s-width < maxt. Where every step can,
+// it returns math.MaxInt64: the decoder then reads the chunk to its end,
+// as it reads the last chunks of a range (the head's open chunk has no
+// last time), and refuses times that do not go up anywhere in it.
+func (f *sampleFilter) lastHolding(maxt int64) int64 {
+	if maxt >= f.end || maxt > math.MaxInt64-f.width {
+		return math.MaxInt64
+	}
+	lim := maxt + f.width - 1 // the latest step that can
+	if lim >= f.end {
+		return math.MaxInt64
+	}
+	if lim < f.start {
+		return math.MinInt64
+	}
+	return f.start + (lim-f.start)/f.interval*f.interval
 }
 
 // convert writes a side's bucket counts (the running sums of its deltas
@@ -762,7 +792,7 @@ func (sh *histShard) readChunks(f *sampleFilter) error {
 			whole = reflect.TypeOf(hc.it) == histIteratorType
 		}
 		if whole {
-			err := hs.decodeHistChunk(m.Chunk.Bytes(), f)
+			err := hs.decodeHistChunk(m.Chunk.Bytes(), f, m.MaxTime)
 			if err == nil {
 				continue
 			}

@@ -148,12 +148,23 @@ func sameFloatBits(a, b []float64) bool {
 	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
 }
 
-// checkHistDecode compares the decoder with the chunk iterator, bitwise.
+// checkHistDecode compares the decoder with the chunk iterator, bitwise,
+// told the chunk's last time (where it may stop early) and not told it.
 func checkHistDecode(t *testing.T, c chunkenc.Chunk, f *sampleFilter, steps int) {
+	t.Helper()
+	maxt := int64(math.MinInt64)
+	for it := c.Iterator(nil); it.Next() != chunkenc.ValNone; {
+		maxt = it.AtT()
+	}
+	checkHistDecodeTo(t, c, f, steps, maxt)
+	checkHistDecodeTo(t, c, f, steps, math.MaxInt64)
+}
+
+func checkHistDecodeTo(t *testing.T, c chunkenc.Chunk, f *sampleFilter, steps int, maxt int64) {
 	t.Helper()
 	want, ts, first := iterSamples(c, f, steps)
 	var s histSeries
-	if err := s.decodeHistChunk(c.Bytes(), f); err != nil {
+	if err := s.decodeHistChunk(c.Bytes(), f, maxt); err != nil {
 		t.Fatalf("decode: %v", err)
 	}
 	if len(s.samples) != len(want) {
@@ -211,6 +222,35 @@ func TestDecodeHistChunk(t *testing.T) {
 	}
 }
 
+// TestDecodeHistChunkStops puts a step's window just before, at and
+// just after the chunk's last sample, where the decoder told the chunk's
+// last time stops early or must not.
+func TestDecodeHistChunkStops(t *testing.T) {
+	c := benchHistChunk() // no stale marker
+	maxt := int64(math.MinInt64)
+	for it := c.Iterator(nil); it.Next() != chunkenc.ValNone; {
+		maxt = it.AtT()
+	}
+	for _, width := range []int64{1, 15_000, 60_000} {
+		for delta := int64(-2); delta <= 2; delta++ {
+			// The second step's window (s1-width, s1] holds the last
+			// sample where delta < 1 and s1 is not before it.
+			s1 := maxt + width - 1 + delta
+			const interval = 300_000
+			f := &sampleFilter{start: s1 - interval, end: s1 + interval, interval: interval, width: width}
+			checkHistDecode(t, c, f, 3)
+			want, _, _ := iterSamples(c, f, 3)
+			var s histSeries
+			if err := s.decodeHistChunk(c.Bytes(), f, maxt); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(s.samples); n != len(want) || (delta < 1 && s1 >= maxt) != (n > 0 && s.samples[n-1].t == maxt) {
+				t.Fatalf("width %d, delta %d: %d samples, want %d", width, delta, n, len(want))
+			}
+		}
+	}
+}
+
 // TestDecodeHistChunkRefuses checks that the decoder refuses what the
 // leaf must not take from chunks: a gauge chunk, and counts that go down
 // inside a chunk (no TSDB appender writes one).
@@ -223,7 +263,7 @@ func TestDecodeHistChunkRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s histSeries
-	if err := s.decodeHistChunk(g.Bytes(), all); err != errHistChunk {
+	if err := s.decodeHistChunk(g.Bytes(), all, math.MaxInt64); err != errHistChunk {
 		t.Fatalf("gauge chunk: %v, want errHistChunk", err)
 	}
 	// A gauge chunk takes falling counts: its bytes, with the header
@@ -235,7 +275,7 @@ func TestDecodeHistChunkRefuses(t *testing.T) {
 	}
 	b := slices.Clone(g.Bytes())
 	b[2] &^= chunkenc.CounterResetHeaderMask
-	if err := s.decodeHistChunk(b, all); err != errHistChunk {
+	if err := s.decodeHistChunk(b, all, math.MaxInt64); err != errHistChunk {
 		t.Fatalf("falling counts: %v, want errHistChunk", err)
 	}
 	c, err := chunkenc.FromData(chunkenc.EncHistogram, b)
@@ -274,7 +314,7 @@ func FuzzHistChunkDecode(f *testing.F) {
 
 		all := &sampleFilter{start: 1 << 60, end: 1 << 60, interval: 1, width: 1 << 62} // one window, over every time
 		var s histSeries
-		err := s.decodeHistChunk(raw, all)
+		err := s.decodeHistChunk(raw, all, math.MaxInt64)
 		if err != nil || len(raw) < 3 {
 			return
 		}
@@ -342,7 +382,7 @@ func BenchmarkDecodeHistChunk(b *testing.B) {
 		var s histSeries
 		for b.Loop() {
 			s.reset()
-			if err := s.decodeHistChunk(c.Bytes(), all); err != nil {
+			if err := s.decodeHistChunk(c.Bytes(), all, math.MaxInt64); err != nil {
 				b.Fatal(err)
 			}
 		}
