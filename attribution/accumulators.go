@@ -133,7 +133,7 @@ func (a *Accumulators) Merge(o *Accumulators) error {
 	if !slices.Equal(a.Grid.upper, o.Grid.upper) {
 		return fmt.Errorf("merge accumulators: grids differ")
 	}
-	if !sameStages(a.Stages, o.Stages) {
+	if !slices.Equal(a.Stages, o.Stages) {
 		return fmt.Errorf("merge accumulators: %w: %q vs %q", ErrStages, a.Stages, o.Stages)
 	}
 	for b, c := range o.Count {

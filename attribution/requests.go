@@ -151,16 +151,3 @@ func checkP(name string, p float64) error {
 	}
 	return nil
 }
-
-// sameStages reports whether a and b name the same stages in the same order.
-func sameStages(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

@@ -68,7 +68,7 @@ func Shapley(now, baseline Requests, p float64) (ShapleyResult, error) {
 	if err := checkP("shapley", p); err != nil {
 		return ShapleyResult{}, err
 	}
-	if !sameStages(now.stages, baseline.stages) {
+	if !slices.Equal(now.stages, baseline.stages) {
 		return ShapleyResult{}, fmt.Errorf("shapley: %w: now %q, baseline %q", ErrStages, now.stages, baseline.stages)
 	}
 	k := now.K()

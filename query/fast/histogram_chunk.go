@@ -57,31 +57,13 @@ type histLayout struct {
 
 func (a *histLayout) same(b *histLayout) bool {
 	return a.schema == b.schema && math.Float64bits(a.zeroThreshold) == math.Float64bits(b.zeroThreshold) &&
-		spansEqual(a.pos, b.pos) && spansEqual(a.neg, b.neg) && floatsEqual(a.custom, b.custom)
+		slices.Equal(a.pos, b.pos) && slices.Equal(a.neg, b.neg) && floatsEqual(a.custom, b.custom)
 }
 
-func spansEqual(a, b []histogram.Span) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
+// floatsEqual compares bit for bit: custom bounds are equal only where
+// their bits are (NaN and -0 included).
 func floatsEqual(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
 }
 
 // histSample is one decoded sample some window holds.

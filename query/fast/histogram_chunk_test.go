@@ -144,10 +144,6 @@ func iterSamples(c chunkenc.Chunk, f *sampleFilter, steps int) ([]histogram.Floa
 	return out, ts, first
 }
 
-func sameFloatBits(a, b []float64) bool {
-	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
-}
-
 // checkHistDecode compares the decoder with the chunk iterator, bitwise,
 // told the chunk's last time (where it may stop early) and not told it.
 func checkHistDecode(t *testing.T, c chunkenc.Chunk, f *sampleFilter, steps int) {
@@ -178,12 +174,12 @@ func checkHistDecodeTo(t *testing.T, c chunkenc.Chunk, f *sampleFilter, steps in
 		switch {
 		case g.t != ts[i] || g.first != first[i]:
 			t.Fatalf("sample %d: t %d first %v, want %d %v", i, g.t, g.first, ts[i], first[i])
-		case !sameFloatBits([]float64{g.count, g.zero, g.sum}, []float64{w.Count, w.ZeroCount, w.Sum}):
+		case !floatsEqual([]float64{g.count, g.zero, g.sum}, []float64{w.Count, w.ZeroCount, w.Sum}):
 			t.Fatalf("sample %d: count, zero, sum %v %v %v, want %v %v %v", i, g.count, g.zero, g.sum, w.Count, w.ZeroCount, w.Sum)
 		case l.schema != w.Schema || math.Float64bits(l.zeroThreshold) != math.Float64bits(w.ZeroThreshold) ||
-			!spansEqual(l.pos, w.PositiveSpans) || !spansEqual(l.neg, w.NegativeSpans) || !sameFloatBits(l.custom, w.CustomValues):
+			!slices.Equal(l.pos, w.PositiveSpans) || !slices.Equal(l.neg, w.NegativeSpans) || !floatsEqual(l.custom, w.CustomValues):
 			t.Fatalf("sample %d: layout %+v, want %+v", i, l, w)
-		case !sameFloatBits(pos, w.PositiveBuckets) || !sameFloatBits(neg, w.NegativeBuckets):
+		case !floatsEqual(pos, w.PositiveBuckets) || !floatsEqual(neg, w.NegativeBuckets):
 			t.Fatalf("sample %d: buckets %v %v, want %v %v", i, pos, neg, w.PositiveBuckets, w.NegativeBuckets)
 		}
 	}
@@ -198,8 +194,8 @@ func checkHistDecodeTo(t *testing.T, c chunkenc.Chunk, f *sampleFilter, steps in
 	for i := range si.samples {
 		a, b := si.samples[i], s.samples[i]
 		la, lb := si.layouts[a.layout], s.layouts[b.layout]
-		if a.t != b.t || a.first != b.first || !sameFloatBits([]float64{a.count, a.zero, a.sum}, []float64{b.count, b.zero, b.sum}) ||
-			!la.same(&lb) || !sameFloatBits(si.vals[a.off:int(a.off)+la.nbuckets], s.vals[b.off:int(b.off)+lb.nbuckets]) {
+		if a.t != b.t || a.first != b.first || !floatsEqual([]float64{a.count, a.zero, a.sum}, []float64{b.count, b.zero, b.sum}) ||
+			!la.same(&lb) || !floatsEqual(si.vals[a.off:int(a.off)+la.nbuckets], s.vals[b.off:int(b.off)+lb.nbuckets]) {
 			t.Fatalf("iterator: sample %d differs", i)
 		}
 	}
@@ -337,8 +333,8 @@ func FuzzHistChunkDecode(f *testing.F) {
 		for i, w := range want {
 			g := s.samples[i]
 			l := s.layouts[g.layout]
-			if g.t != ts[i] || !sameFloatBits([]float64{g.count, g.zero, g.sum}, []float64{w.Count, w.ZeroCount, w.Sum}) ||
-				!sameFloatBits(s.vals[g.off:int(g.off)+l.npos], w.PositiveBuckets) {
+			if g.t != ts[i] || !floatsEqual([]float64{g.count, g.zero, g.sum}, []float64{w.Count, w.ZeroCount, w.Sum}) ||
+				!floatsEqual(s.vals[g.off:int(g.off)+l.npos], w.PositiveBuckets) {
 				t.Fatalf("arbitrary bytes: sample %d differs", i)
 			}
 		}
