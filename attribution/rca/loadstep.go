@@ -1,10 +1,8 @@
 package rca
 
 import (
-	"cmp"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/tailroot/tailroot/attribution/causal"
@@ -60,14 +58,8 @@ func loadSteps(target causal.Series, cands []Candidate, opts Options, dir Direct
 	if dir == DirectionDown {
 		return nil // a throughput target rises with load: a surge is no harm
 	}
-	tr := ranks(target.Values)
-	tcs, raw := newCumsum(tr), newCumsum(target.Values)
-	n := len(tr)
-	type prop struct {
-		ch  Change
-		own float64
-	}
-	var props []prop
+	at := newTargetSplits(target.Values)
+	var props []proposal
 	for _, c := range cands {
 		node := c.graphNode()
 		if !isLoadNode(node) {
@@ -80,14 +72,13 @@ func loadSteps(target causal.Series, cands []Candidate, opts Options, dir Direct
 		if j := localJump(c.Values, own.At); !(j >= loadStepJump) {
 			continue
 		}
-		_, z := tcs.shiftZ(tr, own.At)
-		shift := raw.mean(own.At, n) - raw.mean(0, own.At)
+		z, _, shift := at.split(own.At)
 		if !dir.harmful(shift) || math.Abs(z) < loadStepTargetZ || z*shift < 0 {
 			continue
 		}
-		props = append(props, prop{Change{At: own.At, Low: own.Low, High: own.High, Shift: shift, Z: z, Prob: math.NaN(), Method: loadStepMethod + c.Name}, own.Z})
+		props = append(props, proposal{Change{At: own.At, Low: own.Low, High: own.High, Shift: shift, Z: z, Prob: math.NaN(), Method: loadStepMethod + c.Name}, own.Z})
 	}
-	slices.SortStableFunc(props, func(a, b prop) int { return cmp.Compare(b.own, a.own) })
+	strongestFirst(props)
 	out := make([]Change, len(props))
 	for i, p := range props {
 		out[i] = p.ch

@@ -837,14 +837,8 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options, d
 	if minChange <= 0 {
 		minChange = 0.03
 	}
-	tr := ranks(target.Values)
-	tcs, raw := newCumsum(tr), newCumsum(target.Values)
-	n := len(tr)
-	type prop struct {
-		ch  Change
-		own float64
-	}
-	var props []prop
+	at := newTargetSplits(target.Values)
+	var props []proposal
 	for _, c := range cands {
 		node := c.graphNode()
 		if node == "" {
@@ -854,15 +848,13 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options, d
 		if err != nil || math.Abs(own.Z) < minZ {
 			continue
 		}
-		_, z := tcs.shiftZ(tr, own.At)
-		pre := raw.mean(0, own.At)
-		shift := raw.mean(own.At, n) - pre
+		z, pre, shift := at.split(own.At)
 		if math.Abs(z) < weakZ(dir) || !dir.harmful(z) || (pre > 0 && math.Abs(shift) < minChange*pre) {
 			continue
 		}
-		props = append(props, prop{Change{At: own.At, Low: own.Low, High: own.High, Shift: shift, Z: z, Prob: math.NaN(), Method: "corroborated by " + c.Name}, math.Abs(own.Z)})
+		props = append(props, proposal{Change{At: own.At, Low: own.Low, High: own.High, Shift: shift, Z: z, Prob: math.NaN(), Method: "corroborated by " + c.Name}, math.Abs(own.Z)})
 	}
-	slices.SortStableFunc(props, func(a, b prop) int { return cmp.Compare(b.own, a.own) })
+	strongestFirst(props)
 	var out []Change
 	for _, p := range props {
 		if !slices.ContainsFunc(out, func(c Change) bool { return p.ch.At >= c.Low-tol && p.ch.At <= c.High+tol }) {
@@ -871,6 +863,39 @@ func corroboratedOnsets(target causal.Series, cands []Candidate, opts Options, d
 	}
 	slices.SortStableFunc(out, func(a, b Change) int { return cmp.Compare(math.Abs(b.Z), math.Abs(a.Z)) })
 	return out[:min(len(out), maxProposals)]
+}
+
+// targetSplits answers, at a split a candidate proposes as the target's
+// change time, what the target's own statistics there are: the
+// rank-based z of a mean shift (as Onset computes it), the mean before and
+// the shift of the means in the target's values.
+type targetSplits struct {
+	tr       []float64
+	tcs, raw *cumsum
+}
+
+func newTargetSplits(values []float64) targetSplits {
+	tr := ranks(values)
+	return targetSplits{tr: tr, tcs: newCumsum(tr), raw: newCumsum(values)}
+}
+
+func (s targetSplits) split(at int) (z, pre, shift float64) {
+	_, z = s.tcs.shiftZ(s.tr, at)
+	pre = s.raw.mean(0, at)
+	return z, pre, s.raw.mean(at, len(s.tr)) - pre
+}
+
+// proposal is a change time a candidate proposes, with the strength of
+// the candidate's own split.
+type proposal struct {
+	ch  Change
+	own float64
+}
+
+// strongestFirst orders proposals by their candidate's own strength,
+// strongest first, keeping the candidates' order among equals.
+func strongestFirst(props []proposal) {
+	slices.SortStableFunc(props, func(a, b proposal) int { return cmp.Compare(b.own, a.own) })
 }
 
 // checkCauses fills Onset, Lead, Precedes and the Granger fields of rk.
