@@ -20,9 +20,13 @@
 // Newey–West errors, controls the false discovery rate with
 // Benjamini–Hochberg within each node family, and demotes candidates with
 // an anomalous ancestor (descendant adjustment); an ancestor with a
-// sustained move of its own counts as anomalous when a descendant is. A candidate ranks as a
+// sustained move of its own counts as anomalous when a descendant is
+// (an arrival rate whose running batch moved needs only its family's
+// false discovery rate: Little's law). A candidate ranks as a
 // root cause only if it also passes causal checks that reject decoys: it
-// changes before or with the target, its fluctuations predict the target
+// changes before or with the target (its split on values, or on ranks
+// when that one is the earlier: a series that moves twice holds two
+// splits), its fluctuations predict the target
 // beyond the change itself (an incremental-prediction F-test conditional on
 // the step, AIC lag, Benjamini–Hochberg), and the stages it acts on moved.
 // A mild fault that shifts its root cause by less than the usual

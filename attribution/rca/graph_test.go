@@ -162,3 +162,19 @@ func TestNodeFor(t *testing.T) {
 		}
 	}
 }
+
+// TestLittlesLaw checks which input of a state counts by Little's law:
+// the arrival rate under the running batch (load → batch), not a request
+// length (tokens → batch), not the rate under another node (load →
+// queue), not a node that is no parent of the batch.
+func TestLittlesLaw(t *testing.T) {
+	g := ServingGraph()
+	for _, tc := range []struct {
+		input, state string
+		want         bool
+	}{{"load", "batch", true}, {"tokens", "batch", false}, {"load", "queue", false}, {"load", "kv_cache", false}, {"page_faults", "batch", false}} {
+		if got := littlesLaw(g, tc.input, tc.state); got != tc.want {
+			t.Errorf("littlesLaw(%s, %s) = %v, want %v", tc.input, tc.state, got, tc.want)
+		}
+	}
+}

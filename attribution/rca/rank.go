@@ -231,14 +231,17 @@ const (
 //     by Benjamini–Hochberg within each node family.
 //  4. A candidate is anomalous when QValue ≤ Alpha and Shift ≥ MinShift
 //     (or the shift is a sustained step at the change, see sustained, or
-//     a sustained move of a graph ancestor of an anomalous candidate),
+//     a sustained move of a graph ancestor of an anomalous candidate;
+//     for an arrival rate under a running batch that moved, at the
+//     family's false discovery rate alone: littlesLaw),
 //     and explained when an anomalous candidate sits upstream of it in the
 //     graph (in its group): descendant adjustment. A fault enters the graph
 //     somewhere and moves everything downstream; the regression cannot
 //     always tell (a parent that never varied before the change teaches it
 //     nothing, and queues grow nonlinearly), but the graph can.
-//  5. Causal checks (checkCauses): Precedes (its own least-squares onset
-//     is no later than the target's 95 % change-time set allows, or a
+//  5. Causal checks (checkCauses): Precedes (its own least-squares onset,
+//     on values or, when that one is too late, on ranks (ownSplit), is no
+//     later than the target's 95 % change-time set allows, or a
 //     proposed change's set when Rank ranks at a candidate's proposal),
 //     Informative (incremental-prediction F-test conditional on the step,
 //     BH across candidates) and not Bypassed (a stage it acts on moved, by
@@ -552,11 +555,15 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 	var promoted bool
 	for i := range rk {
 		r := &rk[i]
-		if r.Anomalous || r.Node == "" || r.QValue > alpha || r.Shift < 1 || r.PValue > alpha/float64(len(rk)) {
+		if r.Anomalous || r.Node == "" || r.QValue > alpha || r.Shift < 1 {
 			continue
 		}
+		bonferroni := r.PValue <= alpha/float64(len(rk))
 		for j := range rk {
-			if worthy(&rk[j]) && rk[j].Node != "" && linked(i, j) && g.Ancestors(rk[j].Node)[r.Node] {
+			if !worthy(&rk[j]) || rk[j].Node == "" || !linked(i, j) || !g.Ancestors(rk[j].Node)[r.Node] {
+				continue
+			}
+			if bonferroni || littlesLaw(g, r.Node, rk[j].Node) {
 				r.Anomalous, promoted = true, true
 				break
 			}
@@ -768,6 +775,25 @@ func sustained(r *Ranked, x []float64, m int, alpha float64, ch Change, opts Opt
 	return k >= ch.Low-tol && k <= ch.High+tol
 }
 
+// ownSplit is a candidate's own least-squares change time as the causal
+// checks read it: its split on values, or, when that lies outside
+// [lo, hi], its split on ranks if that one lies inside. A series that
+// moves twice — a surge at the change and its load's wander later, or a
+// wander first and the surge after — holds two splits of about equal
+// weight, and values and ranks weigh them differently (values the larger
+// jump, ranks the longer-held level), so one single split can land on
+// either; both are changes of the series.
+func ownSplit(x []float64, lo, hi, minBefore int) int {
+	k, _ := newCumsum(x).bestSplit(0, len(x), 2, len(x)-2)
+	if k >= lo && k <= hi {
+		return k
+	}
+	if r, err := Onset(causal.Series{Values: x}, MethodMeanShift, minBefore); err == nil && r.At >= lo && r.At <= hi {
+		return r.At
+	}
+	return k
+}
+
 // weakTargetZ is the pointwise two-sided 5 % point of the target's shift
 // statistic: enough when the change time is not searched for but
 // corroborated by a root cause that stepped there (corroborates).
@@ -950,8 +976,7 @@ func checkCauses(target causal.Series, cands []Candidate, rk []Ranked, cp int, o
 	tk := tc.At
 	for i, c := range cands {
 		if rk[i].Anomalous {
-			cs := newCumsum(c.Values)
-			k, _ := cs.bestSplit(0, n, 2, n-2)
+			k := ownSplit(c.Values, 0, tc.High+tol, opts.MinBefore)
 			rk[i].Onset, rk[i].Lead = k, tk-k
 			rk[i].Precedes = k <= tc.High+tol
 		}
@@ -1326,4 +1351,17 @@ func quantileSorted(s []float64, p float64) float64 {
 		return s[len(s)-1]
 	}
 	return s[i] + (h-float64(i))*(s[i+1]-s[i])
+}
+
+// littlesLaw reports whether an arrival-rate candidate on node input
+// counts as having moved because the running batch on node state did:
+// by Little's law the batch is arrivals × service time, so it cannot
+// rise unless one of them did, and it reads the arrivals through the
+// gauge (read at the scrape) without the Poisson noise of a 1-minute
+// request rate. Then the rate's shift needs only its family's false
+// discovery rate (QValue ≤ Alpha, Shift ≥ 1), not the Bonferroni bar of
+// an upstream that moved: the batch that passed the causal checks
+// vouches for the time.
+func littlesLaw(g *Graph, input, state string) bool {
+	return isLoadNode(input) && state == "batch" && slices.Contains(g.Parents(state), input)
 }

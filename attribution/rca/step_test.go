@@ -90,3 +90,31 @@ func TestSteppedWanderVersusStep(t *testing.T) {
 		t.Errorf("%d of %d windows with a 3-sd step count as a step, want at least %d", steps, reps, reps*9/10)
 	}
 }
+
+// TestOwnSplitTwoSteps checks the causal checks' reading of a series
+// that moves twice: 0 before 200, 1 from 200, 6 from 440 (n = 480). On
+// values the larger late jump wins (SSE gain 36.7·5.45² = 1091 at 440
+// against 116.7·1.71² = 343 at 200); on ranks the long-held level does
+// (average ranks 100.5, 320.5, 460.5: gain 116.7·240² at 200 against
+// 36.7·240² at 440). Asked about a change near 200, the series did move
+// there; near 440 too; elsewhere its value split stands.
+func TestOwnSplitTwoSteps(t *testing.T) {
+	const n = 480
+	x := make([]float64, n)
+	for i := range n {
+		switch {
+		case i >= 440:
+			x[i] = 6
+		case i >= 200:
+			x[i] = 1
+		}
+	}
+	if k, _ := newCumsum(x).bestSplit(0, n, 2, n-2); k != 440 {
+		t.Fatalf("value split %d, want 440", k)
+	}
+	for _, tc := range []struct{ lo, hi, want int }{{190, 210, 200}, {0, 204, 200}, {430, 450, 440}, {300, 320, 440}} {
+		if k := ownSplit(x, tc.lo, tc.hi, 0); k != tc.want {
+			t.Errorf("ownSplit in [%d, %d] = %d, want %d", tc.lo, tc.hi, k, tc.want)
+		}
+	}
+}
