@@ -788,8 +788,17 @@ func ownSplit(x []float64, lo, hi, minBefore int) int {
 	if k >= lo && k <= hi {
 		return k
 	}
-	if r, err := Onset(causal.Series{Values: x}, MethodMeanShift, minBefore); err == nil && r.At >= lo && r.At <= hi {
-		return r.At
+	// The split on ranks as Onset's mean_shift finds it (the same bounds),
+	// without its 95 % set, which the checks do not read.
+	n, first := len(x), minBefore
+	if first <= 0 {
+		first = max(minBefore8, n/5)
+	}
+	if first > n-3 {
+		return k
+	}
+	if r, _ := newCumsum(ranks(x)).bestSplit(0, n, first, n-3); r >= lo && r <= hi {
+		return r
 	}
 	return k
 }
