@@ -44,7 +44,9 @@
 //     vector-vector operations; evaluation returns ErrFallback when it meets
 //     a native histogram sample anywhere but under rate or increase below
 //     only sums up to a count, histogram_quantile or
-//     histogram_count/sum/avg (ErrHistogram), floats and
+//     histogram_count/sum/avg (ErrHistogram), a gauge histogram under
+//     histogram_count/sum/avg (upstream reads those selectors without
+//     buckets and finds resets from the counts alone), floats and
 //     histograms in one selection, custom bucket bounds a subtraction or
 //     sum would reconcile, a sum of histograms of different schemas or
 //     zero thresholds, a start timestamp on a
