@@ -188,7 +188,7 @@ func genNativeEdgeQuery(r *rand.Rand) string {
 // in the head and over blocks, with edgeRange's query ranges.
 func TestDifferentialNativeEdges(t *testing.T) {
 	for _, blocks := range []bool{false, true} {
-		for seed := uint64(1); seed <= 2; seed++ {
+		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("blocks=%v/seed=%d", blocks, seed), func(t *testing.T) {
 				db := openNativeEdgeDB(t, seed, blocks)
 				runEdgeDifferential(t, db, seed, 100, 5*time.Minute, nil, genNativeEdgeQuery, 30)

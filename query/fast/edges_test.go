@@ -431,6 +431,9 @@ func TestDifferentialEdges(t *testing.T) {
 		{"blocks", 4, 17 * time.Minute},
 		{"ooo", 5, 5 * time.Minute},
 		{"ooo", 6, time.Minute},
+		{"ooo", 10, 3 * time.Minute},
+		{"ooo", 12, 5 * time.Minute},
+		{"blocks", 11, 10 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/seed=%d/lookback=%s", c.layout, c.seed, c.lookback), func(t *testing.T) {
