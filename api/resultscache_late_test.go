@@ -24,7 +24,7 @@ import (
 // API with the results cache on and writes behind the cached answers:
 // range queries are cached, then late samples after the data's end,
 // out-of-order samples between the cached ones (into existing series and a
-// new one), and deletions through /api/v1/admin/tsdb/delete_series land
+// new one) and at their times with other values, and deletions through /api/v1/admin/tsdb/delete_series land
 // inside the cached ranges; the same ranges, and ranges shifted by whole
 // steps, must then equal upstream's answer and the uncached one byte for
 // byte.
@@ -143,6 +143,17 @@ func TestResultsCacheLateWrites(t *testing.T) {
 	})
 	check("out of order", false)
 	check("out of order shifted", true)
+	// Out of order at the times of samples already there, with other
+	// values: the head's out-of-order chunks and its in-order ones hold
+	// two samples at one time.
+	write(func(add func(labels.Labels, int64, float64, *histogram.Histogram)) {
+		for ts := at(40 * time.Minute); ts < at(50*time.Minute); ts += 15_000 {
+			add(running("llama-8b", "10.0.0.3:8000"), ts, -7, nil)
+			add(reqs("llama-8b", "10.0.0.2:8000", "200"), ts, 1e6, nil)
+		}
+	})
+	check("duplicate times", false)
+	check("duplicate times shifted", true)
 	// Deletions of part of the cached range, of a whole series, and of
 	// everything a matcher selects from some time on.
 	for _, d := range []url.Values{
