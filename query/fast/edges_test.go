@@ -259,7 +259,7 @@ func genEdgeQuery(r *rand.Rand) string {
 		inner = fmt.Sprintf("%s(%s[%s])", fn, m, rng)
 	}
 	agg := pick("sum", "avg", "min", "max", "count")
-	grouping := pick("", " by (zone)", " by (pod)", " by (zone, pod)", " without (id)", " without (zone)", " by (nosuch)", " without (id, kind, pod)")
+	grouping := pick("", " by (zone)", " by (pod)", " by (zone, pod)", " without (id)", " without (zone)", " by (nosuch)", " without (id, kind, pod)", " by ()", " without ()")
 	num := pick("2", "0.5", "-3", "0", "1e308", "NaN", "Inf", "-Inf", "1e-3", "(3)")
 	cmp := pick(">", "<", ">=", "<=", "==", "!=")
 	arith := pick("+", "-", "*", "/", "%", "^")
