@@ -86,7 +86,8 @@
 //     the range) is handed back too: of two samples at one time the merge
 //     keeps the one its walk meets first, and upstream's seeks can meet
 //     the other (TestDuplicateTimesAcrossSources); native histograms there
-//     are read as upstream reads them (runHistLeaf). A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
+//     are read through sample iterators, as upstream reads them
+//     (runHistLeaf). A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
 //     chunks come through its confining querier. A chunk no step's window meets is not decoded, XOR
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this

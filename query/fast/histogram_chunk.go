@@ -707,9 +707,18 @@ func (labelsOnly) Iterator(chunkenc.Iterator) chunkenc.Iterator {
 // runHistChunks is runHistLeaf over chunks: each worker selects through
 // its own chunk querier (a chunk reader is not safe for concurrent use)
 // and decodes the chunks of the series it takes. It returns errHistChunk,
-// before any output, where a chunk is not one it takes.
+// before any output, where a chunk is not one it takes, or where the data
+// in range comes from sources that overlap in time (overlapsInRange).
 func (ev *evaluator) runHistChunks(l *leaf, s sink, cq storage.ChunkQueryable) error {
 	mint, maxt, hints := ev.selectHints(l)
+	if overlap, err := overlapsInRange(cq, mint, maxt); err != nil {
+		return err
+	} else if overlap {
+		// The merge would re-encode overlapping chunks walking them with
+		// Next only; of two samples at one time upstream's seeks can
+		// keep the other. Sample iterators walk as upstream does.
+		return errHistChunk
+	}
 	shards := make([]histShard, ev.opts.Workers)
 	defer func() {
 		for i := range shards {
