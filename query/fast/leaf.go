@@ -30,6 +30,10 @@ type worker struct {
 	buf    []fpoint // the series being computed
 	resets []int
 	rc     rateCache
+	// maxBuf is the most samples buf held for a range function: no
+	// window holds more (upstream counts a window's samples against
+	// MaxSamples while it evaluates it).
+	maxBuf int
 }
 
 // window returns the selector's data range [mint, maxt] as upstream
@@ -179,9 +183,13 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	emit := func(cols []column, nonEmpty []bool, n int) error {
 		total += n
 		// Upstream holds every point of a range function's result at
-		// once; a query that could come near its limit is left to
-		// upstream to refuse.
-		if total*ev.steps > ev.opts.MaxSamples/2 {
+		// once, and the samples of the window it evaluates; a query
+		// that could come near its limit is left to upstream to refuse.
+		maxWin := 0
+		for w := range shards {
+			maxWin = max(maxWin, shards[w].maxBuf)
+		}
+		if total*ev.steps+maxWin > ev.opts.MaxSamples/2 {
 			return ErrFallback
 		}
 		out = out[:0]
@@ -489,6 +497,9 @@ func (sh *shard) evalChunks(ev *evaluator, l *leaf, f *sampleFilter, metas []col
 // steps computes the column from buf.
 func (sh *shard) steps(ev *evaluator, l *leaf, c *column) bool {
 	clear(c.has)
+	if l.fn != "" {
+		sh.maxBuf = max(sh.maxBuf, len(sh.buf))
+	}
 	if len(sh.buf) == 0 {
 		return false
 	}
