@@ -335,8 +335,8 @@ func runEdgeDifferential(t *testing.T, db *tsdb.DB, seed uint64, n int, lookback
 	r := rand.New(rand.NewPCG(seed, 101))
 	fo := fast.DefaultOptions()
 	fo.LookbackDelta = lookback
-	fo.BatchSeries = 5
-	fo.Workers = 3
+	fo.BatchSeries = []int{1, 5, 64}[seed%3]
+	fo.Workers = []int{1, 3, 8}[seed%3]
 	samplesOnly := samplesQueryable{db}
 	var ran, fellBack int
 	for i := range n {
