@@ -187,6 +187,37 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 	return w, nil
 }
 
+// overlapsInRange reports whether the TSDB behind q holds data in
+// [mint, maxt] from sources that overlap in time: blocks that overlap each
+// other, or out-of-order samples in the head. The merge that joins them
+// keeps one of two samples with the same time, and which one depends on
+// how its iterators are walked: upstream's seeks can keep another than the
+// merged chunk querier does. Storage that is no TSDB reports false.
+func overlapsInRange(q storage.ChunkQueryable, mint, maxt int64) (bool, error) {
+	db, release, ok, err := tsdbOf(q)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer release()
+	h := db.Head()
+	if h.MinOOOTime() <= maxt && h.MaxOOOTime() >= mint {
+		return true, nil
+	}
+	var last *tsdb.Block
+	for _, b := range db.Blocks() {
+		if !b.OverlapsClosedInterval(mint, maxt) {
+			continue
+		}
+		if last != nil && last.MaxTime() > b.MinTime() {
+			return true, nil
+		}
+		if last == nil || b.MaxTime() > last.MaxTime() {
+			last = b
+		}
+	}
+	return false, nil
+}
+
 func slicesEqualPtr(a, b []*tsdb.Block) bool {
 	for i := range a {
 		if a[i] != b[i] {

@@ -47,6 +47,9 @@ type leaf struct {
 	hintBy   bool
 	hintGrp  []string
 	hist     bool // may read native histograms (runHistLeaf)
+	// stats: upstream reads the selector's histograms without their
+	// buckets (SkipHistogramBuckets, statsPath).
+	stats bool
 }
 
 // binop applies a binary operator between each output value and a number.
@@ -178,6 +181,7 @@ func (p *Plan) compile(expr parser.Expr, path []parser.Node) (node, bool) {
 		}
 		l.hintFunc, l.hintBy, l.hintGrp = hintsFromPath(append(path, e))
 		l.hist = (e.Func.Name == "rate" || e.Func.Name == "increase") && histPathOK(path)
+		l.stats = statsPath(path)
 		p.leafs = append(p.leafs, l)
 		return l, true
 	case *parser.AggregateExpr:

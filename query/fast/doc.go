@@ -44,7 +44,9 @@
 //     vector-vector operations; evaluation returns ErrFallback when it meets
 //     a native histogram sample anywhere but under rate or increase below
 //     only sums up to a count, histogram_quantile or
-//     histogram_count/sum/avg (ErrHistogram), floats and
+//     histogram_count/sum/avg (ErrHistogram), a gauge histogram under
+//     histogram_count/sum/avg (upstream reads those selectors without
+//     buckets and finds resets from the counts alone), floats and
 //     histograms in one selection, custom bucket bounds a subtraction or
 //     sum would reconcile, a sum of histograms of different schemas or
 //     zero thresholds, a start timestamp on a
@@ -79,7 +81,13 @@
 //     block list that changed while the read was opened take the merged
 //     chunk querier instead; chunks of one series that overlap anyway, and
 //     block deletions of samples a head chunk also holds, hand the query
-//     back. A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
+//     back. Float data read through that merge where the sources overlap
+//     in time (overlapping blocks, out-of-order samples in the head within
+//     the range) is handed back too: of two samples at one time the merge
+//     keeps the one its walk meets first, and upstream's seeks can meet
+//     the other (TestDuplicateTimesAcrossSources); native histograms there
+//     are read through sample iterators, as upstream reads them
+//     (runHistLeaf). A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
 //     chunks come through its confining querier. A chunk no step's window meets is not decoded, XOR
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this
@@ -87,7 +95,9 @@
 //     FuzzXORDecode) from the chunk's bytes where they lie, keeping, as it
 //     decodes, only the samples some window holds (the others are written
 //     over by the next) before any step sees them; other chunks go through their own
-//     iterators, and storage without chunks through sample iterators. A
+//     iterators, and storage without chunks through sample iterators,
+//     walked with upstream's Next and Seek calls (a merge of overlapping
+//     sources keeps, of two samples at one time, the one its walk meets). A
 //     leaf that meets native histograms before its first output starts
 //     over as a histogram leaf (runHistLeaf). Over chunks, each worker
 //     selects through its own chunk querier; integer histogram chunks are

@@ -25,7 +25,8 @@ type Options struct {
 	LookbackDelta time.Duration
 	// MaxSamples is the upstream engine's --query.max-samples. A query whose
 	// upstream accounting (the points of its inner range-function results,
-	// which upstream holds all at once) could come near it is handed back
+	// which upstream holds all at once, plus the samples of the window it
+	// evaluates) could come near it is handed back
 	// with ErrFallback, so the upstream engine decides the refusal exactly
 	// as it would alone. Zero means 50 million.
 	MaxSamples int

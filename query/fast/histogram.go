@@ -52,6 +52,40 @@ func histPathOK(path []parser.Node) bool {
 	return true
 }
 
+// statsPath reports whether upstream reads a selector under path through
+// its HistogramStatsIterator (the engine's detectHistogramStatsDecoding):
+// below histogram_count, histogram_sum or histogram_avg and no function
+// that needs the buckets. That iterator passes a gauge hint through, so
+// rate and increase then find counter resets between gauge histograms from
+// their counts alone, where the full histograms' DetectReset also sees
+// buckets that go down.
+func statsPath(path []parser.Node) bool {
+	stats := false
+	for i := len(path) - 1; i >= 0; i-- {
+		switch n := path[i].(type) {
+		case *parser.SubqueryExpr:
+			return false
+		case *parser.Call:
+			switch n.Func.Name {
+			case "histogram_count", "histogram_sum", "histogram_avg", "timestamp", "start_timestamp", "absent":
+				stats = true
+			case "histogram_quantile", "histogram_quantiles", "histogram_fraction", "histogram_stddev", "histogram_stdvar", "changes":
+				return false
+			}
+		case *parser.AggregateExpr:
+			if n.Op == parser.COUNT_VALUES {
+				return false
+			}
+		case *parser.BinaryExpr:
+			switch n.Op {
+			case parser.TRIM_UPPER, parser.TRIM_LOWER, parser.EQLC, parser.NEQ:
+				return false
+			}
+		}
+	}
+	return stats
+}
+
 // hpoint is one histogram sample; h is owned by the worker and reused.
 type hpoint struct {
 	t int64
@@ -254,6 +288,11 @@ func (sh *histShard) read(ev *evaluator, l *leaf) error {
 		p.t, p.h = sh.it.AtFloatHistogram(p.h)
 		if value.IsStaleNaN(p.h.Sum) {
 			sh.pts = sh.pts[:n]
+			return nil
+		}
+		if l.stats && p.h.CounterResetHint == histogram.GaugeType {
+			// Upstream finds resets from the counts alone (statsPath).
+			return ErrFallback
 		}
 		return nil
 	}

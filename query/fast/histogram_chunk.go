@@ -30,8 +30,9 @@ var errHistChunk = errors.New("histogram chunk the chunk reader does not take")
 // sample into the int64 state the chunk iterator keeps, and converts to
 // floats only the samples some step's window holds, into one flat array
 // per series, without a FloatHistogram per sample. The floats are the
-// iterator's (AtFloatHistogram's cumulative sums of the bucket deltas);
-// FuzzHistChunkDecode checks them.
+// iterator's (AtFloatHistogram's float sums of the bucket deltas, as it
+// computes them into a histogram it is given); FuzzHistChunkDecode checks
+// them.
 //
 // Why the counter reset hints can be left out: within one chunk the
 // layout is fixed and no sample is a counter reset against the one before
@@ -537,25 +538,27 @@ func (f *sampleFilter) lastHolding(maxt int64) int64 {
 }
 
 // convert writes a side's bucket counts (the running sums of its deltas
-// d) as floats to dst, as AtFloatHistogram does, and ORs into down the
-// bits of each count less the one in prev (none where prev is empty).
+// d) as floats to dst, as AtFloatHistogram into a histogram does (the
+// engine's range selectors pass one): a float sum of the deltas converted
+// one by one, which rounds differently from converting the integer sum
+// once counts pass 2^53. It ORs into down the bits of each count less the
+// one in prev (none where prev is empty).
 func convert(dst []float64, d []int64, prev []float64, down *uint64) {
 	dst = dst[:len(d)]
-	var cur int64
+	var cur float64
 	if len(prev) == 0 {
 		for i, x := range d {
-			cur += x
-			dst[i] = float64(cur)
+			cur += float64(x)
+			dst[i] = cur
 		}
 		return
 	}
 	prev = prev[:len(d)]
 	acc := *down
 	for i, x := range d {
-		cur += x
-		f := float64(cur)
-		dst[i] = f
-		acc |= math.Float64bits(f - prev[i])
+		cur += float64(x)
+		dst[i] = cur
+		acc |= math.Float64bits(cur - prev[i])
 	}
 	*down = acc
 }
@@ -704,9 +707,18 @@ func (labelsOnly) Iterator(chunkenc.Iterator) chunkenc.Iterator {
 // runHistChunks is runHistLeaf over chunks: each worker selects through
 // its own chunk querier (a chunk reader is not safe for concurrent use)
 // and decodes the chunks of the series it takes. It returns errHistChunk,
-// before any output, where a chunk is not one it takes.
+// before any output, where a chunk is not one it takes, or where the data
+// in range comes from sources that overlap in time (overlapsInRange).
 func (ev *evaluator) runHistChunks(l *leaf, s sink, cq storage.ChunkQueryable) error {
 	mint, maxt, hints := ev.selectHints(l)
+	if overlap, err := overlapsInRange(cq, mint, maxt); err != nil {
+		return err
+	} else if overlap {
+		// The merge would re-encode overlapping chunks walking them with
+		// Next only; of two samples at one time upstream's seeks can
+		// keep the other. Sample iterators walk as upstream does.
+		return errHistChunk
+	}
 	shards := make([]histShard, ev.opts.Workers)
 	defer func() {
 		for i := range shards {

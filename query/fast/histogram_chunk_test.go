@@ -128,7 +128,10 @@ func iterSamples(c chunkenc.Chunk, f *sampleFilter, steps int) ([]histogram.Floa
 	)
 	it := c.Iterator(nil)
 	for i := 0; it.Next() == chunkenc.ValHistogram; i++ {
-		t, fh := it.AtFloatHistogram(nil)
+		// Into a histogram, as the engine's range selectors read: with
+		// nil the iterator converts the integer sums instead, which
+		// rounds otherwise past 2^53.
+		t, fh := it.AtFloatHistogram(&histogram.FloatHistogram{})
 		in := false
 		for k := 0; k < steps; k++ {
 			ts := f.start + int64(k)*f.interval
@@ -281,6 +284,46 @@ func TestDecodeHistChunkRefuses(t *testing.T) {
 	if err := s.iterHistChunk(c.Iterator(nil), all); err != errHistChunk {
 		t.Fatalf("falling counts through the iterator: %v, want errHistChunk", err)
 	}
+}
+
+// TestDecodeHistChunkBigCounts: bucket counts past 2^53 come out as the
+// engine's range selectors read them (AtFloatHistogram into a histogram
+// sums the bucket deltas as floats), not as the integer sums converted,
+// which round otherwise.
+func TestDecodeHistChunkBigCounts(t *testing.T) {
+	all := &sampleFilter{start: 1 << 60, end: 1 << 60, interval: 1, width: 1 << 62}
+	c := chunkenc.NewHistogramChunk()
+	app, _ := c.Appender()
+	const big = 1 << 54
+	for i := range int64(4) {
+		// Absolute counts big+3i+1, big+5i+3 and 2 big+7i+1: the float
+		// sums of the deltas round away from the converted integer sums.
+		h := &histogram.Histogram{
+			Schema: 0, PositiveSpans: []histogram.Span{{Length: 3}},
+			PositiveBuckets: []int64{big + 3*i + 1, 2*i + 2, big - 5*i - 2 + 7*i},
+		}
+		var abs int64
+		for _, d := range h.PositiveBuckets {
+			abs += d
+			h.Count += uint64(abs)
+		}
+		if _, _, _, err := app.AppendHistogram(nil, 0, 1000*(i+1), h, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The two conversions differ here, or the test shows nothing.
+	it := c.Iterator(nil)
+	differ := false
+	for it.Next() != chunkenc.ValNone {
+		_, a := it.AtFloatHistogram(nil)
+		a = a.Copy()
+		_, b := it.AtFloatHistogram(&histogram.FloatHistogram{})
+		differ = differ || !floatsEqual(a.PositiveBuckets, b.PositiveBuckets)
+	}
+	if !differ {
+		t.Fatal("the iterator's two conversions agree on these counts")
+	}
+	checkHistDecode(t, c, all, 1)
 }
 
 // FuzzHistChunkDecode checks the decoder against the chunk encoder and

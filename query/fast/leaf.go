@@ -30,6 +30,10 @@ type worker struct {
 	buf    []fpoint // the series being computed
 	resets []int
 	rc     rateCache
+	// maxBuf is the most samples buf held for a range function: no
+	// window holds more (upstream counts a window's samples against
+	// MaxSamples while it evaluates it).
+	maxBuf int
 }
 
 // window returns the selector's data range [mint, maxt] as upstream
@@ -69,6 +73,9 @@ type shard struct {
 	bw   *blockWalk // where the blocks are read one by one instead of cset
 	it   chunkenc.Iterator
 	cit  chunks.Iterator
+	// overlap: the merged read joins sources that overlap in time
+	// (overlapsInRange); float chunks then hand the query back.
+	overlap bool
 	worker
 }
 
@@ -135,11 +142,15 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 			walker = &shard{bw: bw}
 			defer bw.close()
 		} else {
+			overlap, err := overlapsInRange(cq, mint, maxt)
+			if err != nil {
+				return err
+			}
 			q, err := cq.ChunkQuerier(mint, maxt)
 			if err != nil {
 				return err
 			}
-			walker = &shard{cquerier: q}
+			walker = &shard{cquerier: q, overlap: overlap}
 			defer walker.close()
 			walker.cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
 		}
@@ -172,9 +183,13 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	emit := func(cols []column, nonEmpty []bool, n int) error {
 		total += n
 		// Upstream holds every point of a range function's result at
-		// once; a query that could come near its limit is left to
-		// upstream to refuse.
-		if total*ev.steps > ev.opts.MaxSamples/2 {
+		// once, and the samples of the window it evaluates; a query
+		// that could come near its limit is left to upstream to refuse.
+		maxWin := 0
+		for w := range shards {
+			maxWin = max(maxWin, shards[w].maxBuf)
+		}
+		if total*ev.steps+maxWin > ev.opts.MaxSamples/2 {
 			return ErrFallback
 		}
 		out = out[:0]
@@ -482,6 +497,9 @@ func (sh *shard) evalChunks(ev *evaluator, l *leaf, f *sampleFilter, metas []col
 // steps computes the column from buf.
 func (sh *shard) steps(ev *evaluator, l *leaf, c *column) bool {
 	clear(c.has)
+	if l.fn != "" {
+		sh.maxBuf = max(sh.maxBuf, len(sh.buf))
+	}
 	if len(sh.buf) == 0 {
 		return false
 	}
@@ -535,6 +553,11 @@ func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []colu
 			}
 			if enc := m.Chunk.Encoding(); enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
 				return 0, ErrHistogram
+			}
+			if sh.overlap {
+				// Two samples with one time may come from two sources;
+				// upstream's seeks decide which it keeps.
+				return 0, ErrFallback
 			}
 			ms = append(ms, colChunk{Meta: m})
 		}
@@ -637,7 +660,12 @@ func (sh *shard) decodeChunk(f *sampleFilter, m chunks.Meta, buf []fpoint, usesS
 var xorIteratorType = reflect.TypeOf(chunkenc.NewXORChunk().Iterator(nil))
 
 // readSamples fills buf from a sample iterator, for storage that serves
-// no chunks.
+// no chunks, calling its Next and Seek as upstream's iterators do for this
+// query's steps: a MemoizedSeriesIterator over the lookback for an instant
+// selector, a BufferedSeriesIterator as histShard.read describes for a
+// range function. A merge of sources that overlap in time keeps, of two
+// samples at one time, the one its walk meets first, so only the same
+// walk reads the same samples.
 func (sh *shard) readSamples(ev *evaluator, l *leaf) error {
 	mint, maxt := ev.window(l)
 	instant := l.fn == ""
@@ -645,23 +673,94 @@ func (sh *shard) readSamples(ev *evaluator, l *leaf) error {
 	s := sh.set.At()
 	sh.it = s.Iterator(sh.it)
 	buf := sh.buf[:0]
-	for vt := sh.it.Seek(mint); vt != chunkenc.ValNone; vt = sh.it.Next() {
+	var (
+		vt       = sh.it.Next()
+		lastTime = int64(math.MinInt64) // where the iterator is
+		lastRead = int64(math.MinInt64) // the last sample taken
+		err      error
+	)
+	// take looks at the sample the iterator is on, once.
+	take := func() error {
+		t := sh.it.AtT()
+		if t <= lastRead {
+			return nil
+		}
+		lastRead = t
+		if t < mint || t > maxt {
+			return nil
+		}
 		if vt != chunkenc.ValFloat {
 			return ErrHistogram
-		}
-		t, f := sh.it.At()
-		if t < mint || t > maxt {
-			continue
 		}
 		if usesST && sh.it.AtST() != 0 {
 			return ErrFallback
 		}
+		_, f := sh.it.At()
 		if !instant && value.IsStaleNaN(f) {
-			continue
+			return nil
 		}
 		buf = append(buf, fpoint{t, f})
+		return nil
+	}
+	// next moves on one sample and takes it.
+	next := func() bool {
+		if vt = sh.it.Next(); vt == chunkenc.ValNone {
+			return false
+		}
+		lastTime = sh.it.AtT()
+		err = take()
+		return err == nil
+	}
+	// seek moves to t0 and takes the sample there.
+	seek := func(t0 int64) bool {
+		if vt = sh.it.Seek(t0); vt == chunkenc.ValNone {
+			return false
+		}
+		lastTime = sh.it.AtT()
+		err = take()
+		return err == nil
+	}
+	rng := l.rng.Milliseconds()
+	stepRange := min(rng, ev.interval)
+	if ev.instant {
+		stepRange = rng
+	}
+	ts := ev.start
+steps:
+	for k := 0; k < ev.steps && vt != chunkenc.ValNone; k, ts = k+1, ts+ev.interval {
+		if instant {
+			// MemoizedSeriesIterator.Seek(ts).
+			if t0 := ts - ev.opts.LookbackDelta.Milliseconds(); t0 > lastTime {
+				if !seek(t0) {
+					break
+				}
+			}
+			for lastTime < ts {
+				if !next() {
+					break steps
+				}
+			}
+			continue
+		}
+		delta := stepRange
+		if k == 0 {
+			delta = rng
+		}
+		if t0 := ts - delta; t0 > lastTime {
+			if !seek(t0) {
+				break
+			}
+		}
+		for lastTime < ts {
+			if !next() {
+				break steps
+			}
+		}
 	}
 	sh.buf = buf
+	if err != nil {
+		return err
+	}
 	if err := sh.it.Err(); err != nil {
 		return fmt.Errorf("read %s: %w", s.Labels(), err)
 	}

@@ -3,6 +3,7 @@ package fast_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -117,5 +118,56 @@ func TestNativeHistogramRemembered(t *testing.T) {
 	}
 	if results[0] != results[1] || results[0] == "" {
 		t.Errorf("answers differ or are empty: %q vs %q", results[0], results[1])
+	}
+}
+
+// TestMaxSamplesWindowRefusedAsUpstream: upstream counts the samples of
+// the window a range function evaluates against --query.max-samples, not
+// only the points it returns, so a long window over one series is refused
+// even at one step; the fast path hands back what could come near that
+// and answers the rest, and each query gets upstream's error or none.
+func TestMaxSamplesWindowRefusedAsUpstream(t *testing.T) {
+	db := openDiffDB(t, 4)
+	start := diffStart.Add(time.Hour)
+	var answered, refused uint64
+	for _, maxSamples := range []int{50, 200, 1000, 20000} {
+		for _, qs := range []string{
+			`rate(req_total{instance="10.0.0.1:9000",job="api",code="200"}[1h])`, `max_over_time(queue_depth{job="db"}[1h])`,
+			`sum(rate(req_total[30m]))`, `count_over_time(req_total[1h])`, `queue_depth`, `sum by (job) (queue_depth)`,
+		} {
+			for _, span := range []time.Duration{0, time.Minute, 10 * time.Minute} {
+				var errs [2]string
+				for i, eng := range []string{query.EngineFast, query.EngineUpstream} {
+					opts := query.DefaultOptions()
+					opts.Engine = eng
+					opts.MaxSamples = maxSamples
+					ng, err := query.New(opts, nil, nil, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var qry promql.Query
+					if span == 0 {
+						qry, err = ng.NewInstantQuery(context.Background(), db, nil, qs, start)
+					} else {
+						qry, err = ng.NewRangeQuery(context.Background(), db, nil, qs, start, start.Add(span), 15*time.Second)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					errs[i] = fmt.Sprint(qry.Exec(context.Background()).Err)
+					if eng == query.EngineFast {
+						a, b := ng.FastPathCounts()
+						answered, refused = answered+a, refused+b
+					}
+					_ = ng.Close()
+				}
+				if errs[0] != errs[1] {
+					t.Errorf("max-samples=%d %s over %s: fast engine error %s, upstream %s", maxSamples, qs, span, errs[0], errs[1])
+				}
+			}
+		}
+	}
+	if answered == 0 || refused == 0 {
+		t.Errorf("fast path answered %d and handed back %d: want some of each", answered, refused)
 	}
 }
