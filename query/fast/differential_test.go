@@ -448,11 +448,7 @@ func runDifferentialOn(t *testing.T, db *tsdb.DB, delayed bool, seed uint64, n i
 			if os.Getenv("DIFF_DEBUG") != "" {
 				t.Logf("fallback %s (step %s, instant %v): %v", qs, step, instant, ferr)
 			}
-			// Over chunks, data from sources that overlap in time is
-			// handed back (a merge keeps either of two samples at one
-			// time).
-			overlapOK := i%2 == 0 && hasOverlap(db)
-			if !nativeQuery(qs) && !errors.Is(ferr, fast.ErrForcedMonotonicity) && !overlapOK {
+			if !nativeQuery(qs) && !errors.Is(ferr, fast.ErrForcedMonotonicity) {
 				t.Errorf("%s: fell back on float data", qs)
 			}
 			continue
@@ -480,21 +476,6 @@ func runDifferentialOn(t *testing.T, db *tsdb.DB, delayed bool, seed uint64, n i
 	if ran < n/3 {
 		t.Errorf("only %d of %d queries were evaluated by the fast path", ran, n)
 	}
-}
-
-// hasOverlap reports whether db holds data from sources that overlap in
-// time: out-of-order samples in the head, or blocks that overlap.
-func hasOverlap(db *tsdb.DB) bool {
-	if db.Head().MinOOOTime() != math.MaxInt64 {
-		return true
-	}
-	bs := db.Blocks()
-	for i := 1; i < len(bs); i++ {
-		if bs[i-1].MaxTime() > bs[i].MinTime() {
-			return true
-		}
-	}
-	return false
 }
 
 // mustCompile parses qs and compiles it for the fast path, failing the

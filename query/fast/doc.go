@@ -81,13 +81,13 @@
 //     block list that changed while the read was opened take the merged
 //     chunk querier instead; chunks of one series that overlap anyway, and
 //     block deletions of samples a head chunk also holds, hand the query
-//     back. Float data read through that merge where the sources overlap
-//     in time (overlapping blocks, out-of-order samples in the head within
-//     the range) is handed back too: of two samples at one time the merge
-//     keeps the one its walk meets first, and upstream's seeks can meet
-//     the other (TestDuplicateTimesAcrossSources); native histograms there
-//     are read through sample iterators, as upstream reads them
-//     (runHistLeaf). A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
+//     back. Where the sources overlap in time within the range (overlapping
+//     blocks, out-of-order samples in the head), chunks are not read at
+//     all: of two samples at one time a merge keeps the one its walk meets
+//     first, and the chunk queriers' Next-only walk can meet another than
+//     upstream's seeks (TestDuplicateTimesAcrossSources), so floats and
+//     native histograms are read through sample iterators there, walked
+//     as upstream walks them. A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
 //     chunks come through its confining querier. A chunk no step's window meets is not decoded, XOR
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this

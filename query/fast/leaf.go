@@ -73,9 +73,6 @@ type shard struct {
 	bw   *blockWalk // where the blocks are read one by one instead of cset
 	it   chunkenc.Iterator
 	cit  chunks.Iterator
-	// overlap: the merged read joins sources that overlap in time
-	// (overlapsInRange); float chunks then hand the query back.
-	overlap bool
 	worker
 }
 
@@ -131,6 +128,19 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	// the chunks; the workers decode them.
 	var walker *shard
 	if chunked {
+		overlap, err := overlapsInRange(cq, mint, maxt)
+		if err != nil {
+			return err
+		}
+		// Of two samples at one time from sources that overlap in time
+		// (overlapping blocks, out-of-order samples in the head), a
+		// merge keeps the one its walk meets first, and the chunk
+		// queriers' Next-only walk can meet another than upstream's
+		// seeks: there the workers read sample iterators, walked as
+		// upstream walks them (readSamples).
+		chunked = !overlap
+	}
+	if chunked {
 		// The decoder drops what lies outside the windows itself;
 		// trimming would re-encode every chunk across mint or maxt.
 		hints.DisableTrimming = true
@@ -142,15 +152,11 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 			walker = &shard{bw: bw}
 			defer bw.close()
 		} else {
-			overlap, err := overlapsInRange(cq, mint, maxt)
-			if err != nil {
-				return err
-			}
 			q, err := cq.ChunkQuerier(mint, maxt)
 			if err != nil {
 				return err
 			}
-			walker = &shard{cquerier: q, overlap: overlap}
+			walker = &shard{cquerier: q}
 			defer walker.close()
 			walker.cset = q.Select(ev.ctx, false, hints, slices.Clone(l.vs.LabelMatchers)...)
 		}
@@ -553,11 +559,6 @@ func (ev *evaluator) walkChunks(l *leaf, sh *shard, f *sampleFilter, cols []colu
 			}
 			if enc := m.Chunk.Encoding(); enc != chunkenc.EncXOR && enc != chunkenc.EncXOR2 {
 				return 0, ErrHistogram
-			}
-			if sh.overlap {
-				// Two samples with one time may come from two sources;
-				// upstream's seeks decide which it keeps.
-				return 0, ErrFallback
 			}
 			ms = append(ms, colChunk{Meta: m})
 		}
