@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
+	ptsdb "github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tailroot/tailroot/internal/tenant"
@@ -70,6 +71,21 @@ func (tq tenantQueryable) ChunkQueryable() (storage.ChunkQueryable, bool) {
 }
 
 type tenantChunkQueryable struct{ c storage.ChunkQueryable }
+
+// OverlapTSDB hands the fast PromQL path the TSDB under a tenant's chunks
+// (fast.OverlapSource) only to see whether they come from sources that
+// overlap in time, where it reads sample iterators rather than chunks;
+// reads still go through the confining querier. It returns nil where the
+// chunks are no leased TSDB's.
+func (tq tenantChunkQueryable) OverlapTSDB() (*ptsdb.DB, func(), error) {
+	switch c := tq.c.(type) {
+	case *DB:
+		return c.LeaseTSDB()
+	case *ptsdb.DB:
+		return c, func() {}, nil
+	}
+	return nil, func() {}, nil
+}
 
 func (tq tenantChunkQueryable) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 	q, err := tq.c.ChunkQuerier(mint, maxt)

@@ -26,6 +26,16 @@ type TSDBSource interface {
 	LeaseTSDB() (*tsdb.DB, func(), error)
 }
 
+// OverlapSource is implemented by a chunk queryable that confines what a
+// TSDB serves and so is no TSDBSource (a tenant's view, whose chunks must
+// come through its own querier): OverlapTSDB returns the TSDB underneath,
+// and a release of its hold, only for the evaluator to see whether the
+// data in range comes from sources that overlap in time
+// (overlapsInRange); nothing is read from it.
+type OverlapSource interface {
+	OverlapTSDB() (*tsdb.DB, func(), error)
+}
+
 // colChunk is one chunk of a column's series: loaded (Chunk set: a head
 // chunk, or any chunk of the merged read), or a persisted chunk its worker
 // loads through cr, which is safe for concurrent use.
@@ -192,9 +202,14 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 // other, or out-of-order samples in the head. The merge that joins them
 // keeps one of two samples with the same time, and which one depends on
 // how its iterators are walked: upstream's seeks can keep another than the
-// merged chunk querier does. Storage that is no TSDB reports false.
+// merged chunk querier does. Storage that is no TSDB (nor an OverlapSource)
+// reports false.
 func overlapsInRange(q storage.ChunkQueryable, mint, maxt int64) (bool, error) {
 	db, release, ok, err := tsdbOf(q)
+	if s, isSource := q.(OverlapSource); isSource && !ok && err == nil {
+		db, release, err = s.OverlapTSDB()
+		ok = err == nil && db != nil
+	}
 	if err != nil || !ok {
 		return false, err
 	}

@@ -88,7 +88,8 @@
 //     upstream's seeks (TestDuplicateTimesAcrossSources), so floats and
 //     native histograms are read through sample iterators there, walked
 //     as upstream walks them. A tenant's view (tsdb.TenantQueryable) is no TSDBSource: its
-//     chunks come through its confining querier. A chunk no step's window meets is not decoded, XOR
+//     chunks come through its confining querier; it is an OverlapSource,
+//     so the overlap check above sees the TSDB underneath. A chunk no step's window meets is not decoded, XOR
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this
 //     package's own loop (xor.go, checked against the chunk iterator by
