@@ -9,10 +9,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/tailroot/tailroot/query"
-	"github.com/tailroot/tailroot/query/resultscache"
 	"github.com/tailroot/tailroot/tsdb"
 )
 
@@ -31,19 +27,7 @@ func TestDifferentialQueryParams(t *testing.T) {
 	}
 	defer db.Close()
 	loadDiffData(t, db)
-	qopts := query.DefaultOptions()
-	ng, err := query.New(qopts, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ng.Close()
-	co := resultscache.DefaultOptions()
-	co.Parser = ng.Parser()
-	co.Registerer = prometheus.NewRegistry()
-	cache := resultscache.New(co)
-	db.SetWriteListener(cache.Invalidate)
-	ours := New(db, ng, Handlers{}, Options{ResultsCache: cache}, nil, prometheus.NewRegistry()).router
-	theirs := upstreamHandler(t, db, qopts)
+	ours, theirs, _, _ := cachedAPI(t, db, false)
 	send := func(h http.Handler, path string, params url.Values, header http.Header) (int, string) {
 		req := httptest.NewRequest(http.MethodGet, path+"?"+params.Encode(), nil)
 		for k, v := range header {

@@ -11,12 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/tailroot/tailroot/query"
-	"github.com/tailroot/tailroot/query/resultscache"
 	"github.com/tailroot/tailroot/tsdb"
 )
 
@@ -39,19 +36,7 @@ func TestResultsCacheLateWrites(t *testing.T) {
 	defer db.Close()
 	loadDiffData(t, db)
 
-	qopts := query.DefaultOptions()
-	ng, err := query.New(qopts, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ng.Close()
-	co := resultscache.DefaultOptions()
-	co.Parser = ng.Parser()
-	co.Registerer = prometheus.NewRegistry()
-	cache := resultscache.New(co)
-	db.SetWriteListener(cache.Invalidate)
-	ours := New(db, ng, Handlers{}, Options{EnableAdmin: true, ResultsCache: cache}, nil, prometheus.NewRegistry()).router
-	theirs := upstreamHandler(t, db, qopts)
+	ours, theirs, cache, _ := cachedAPI(t, db, true)
 
 	r := rand.New(rand.NewPCG(29, 31))
 	type rangeQ struct {

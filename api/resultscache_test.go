@@ -33,20 +33,7 @@ func TestDifferentialWithResultsCache(t *testing.T) {
 	defer db.Close()
 	loadDiffData(t, db)
 
-	qopts := query.DefaultOptions()
-	ng, err := query.New(qopts, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ng.Close()
-	reg := prometheus.NewRegistry()
-	co := resultscache.DefaultOptions()
-	co.Parser = ng.Parser()
-	co.Registerer = reg
-	cache := resultscache.New(co)
-	db.SetWriteListener(cache.Invalidate)
-	ours := New(db, ng, Handlers{}, Options{EnableAdmin: true, ResultsCache: cache}, nil, prometheus.NewRegistry()).router
-	theirs := upstreamHandler(t, db, qopts)
+	ours, theirs, cache, reg := cachedAPI(t, db, true)
 
 	r := rand.New(rand.NewPCG(13, 17))
 	n := 150
@@ -163,6 +150,27 @@ func TestResultsCacheBypass(t *testing.T) {
 }
 
 // counterOf returns the registered metric called name.
+// cachedAPI is the API over db with the results cache on, wired as the
+// server wires it (every write to db invalidates the cache), upstream's web
+// API over the same db, the cache, and the registry of its metrics.
+func cachedAPI(t *testing.T, db *tsdb.DB, admin bool) (ours, theirs http.Handler, cache *resultscache.Cache, reg *prometheus.Registry) {
+	t.Helper()
+	qopts := query.DefaultOptions()
+	ng, err := query.New(qopts, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ng.Close() })
+	reg = prometheus.NewRegistry()
+	co := resultscache.DefaultOptions()
+	co.Parser = ng.Parser()
+	co.Registerer = reg
+	cache = resultscache.New(co)
+	db.SetWriteListener(cache.Invalidate)
+	ours = New(db, ng, Handlers{}, Options{EnableAdmin: admin, ResultsCache: cache}, nil, prometheus.NewRegistry()).router
+	return ours, upstreamHandler(t, db, qopts), cache, reg
+}
+
 func counterOf(t testing.TB, reg *prometheus.Registry, name string) prometheus.Collector {
 	t.Helper()
 	mfs, err := reg.Gather()
