@@ -404,45 +404,11 @@ func runDifferentialOn(t *testing.T, db *tsdb.DB, delayed bool, seed uint64, n i
 		start := diffStart.Add(time.Duration(r.IntN(7200)) * time.Second)
 		step := []time.Duration{time.Second, 7 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute}[r.IntN(6)]
 		end := start.Add(time.Duration(r.IntN(3600)) * time.Second)
-		ctx := context.Background()
-		var (
-			want, got   parser.Value
-			wantW, gotW annotations.Annotations
-			ferr        error
-		)
-		if instant {
-			qry, err := ng.NewInstantQuery(ctx, db, nil, qs, start)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := qry.Exec(ctx)
-			want, wantW, err = res.Value, res.Warnings, res.Err
-			if upstreamPanicked(t, qs, err) {
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%s: upstream: %v", qs, err)
-			}
-			var v promql.Vector
-			v, gotW, ferr = plan.Instant(ctx, pickQueryable(i, db, samplesOnly), fo, start)
-			got = v
-		} else {
-			qry, err := ng.NewRangeQuery(ctx, db, nil, qs, start, end, step)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := qry.Exec(ctx)
-			want, wantW, err = res.Value, res.Warnings, res.Err
-			if upstreamPanicked(t, qs, err) {
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%s: upstream: %v", qs, err)
-			}
-			var m promql.Matrix
-			m, gotW, ferr = plan.Range(ctx, pickQueryable(i, db, samplesOnly), fo, start, end, step)
-			got = m
+		want, wantW, skip := upstreamAnswer(t, ng, db, qs, instant, start, end, step)
+		if skip {
+			continue
 		}
+		got, gotW, ferr := fastAnswer(plan, pickQueryable(i, db, samplesOnly), fo, instant, start, end, step)
 		if errors.Is(ferr, fast.ErrFallback) {
 			fellBack++
 			if os.Getenv("DIFF_DEBUG") != "" {
@@ -485,6 +451,43 @@ func runDifferentialOn(t *testing.T, db *tsdb.DB, delayed bool, seed uint64, n i
 // block, the prometheus module's block series set can panic merging its
 // trimming interval into the tombstones (tombstones.Intervals.Add, index
 // out of range), for some query ranges. There is no answer to compare.
+// upstreamAnswer evaluates qs on the upstream engine ng over q, at start
+// (instant) or over [start, end] by step; skip reports a query upstream
+// itself panicked on (upstreamPanicked).
+func upstreamAnswer(t *testing.T, ng *promql.Engine, q storage.Queryable, qs string, instant bool, start, end time.Time, step time.Duration) (v parser.Value, ws annotations.Annotations, skip bool) {
+	t.Helper()
+	var (
+		qry promql.Query
+		err error
+	)
+	if instant {
+		qry, err = ng.NewInstantQuery(context.Background(), q, nil, qs, start)
+	} else {
+		qry, err = ng.NewRangeQuery(context.Background(), q, nil, qs, start, end, step)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := qry.Exec(context.Background())
+	if upstreamPanicked(t, qs, res.Err) {
+		return nil, nil, true
+	}
+	if res.Err != nil {
+		t.Fatalf("%s: upstream: %v", qs, res.Err)
+	}
+	return res.Value, res.Warnings, false
+}
+
+// fastAnswer is upstreamAnswer's query on the fast path.
+func fastAnswer(plan *fast.Plan, q storage.Queryable, fo fast.Options, instant bool, start, end time.Time, step time.Duration) (parser.Value, annotations.Annotations, error) {
+	if instant {
+		v, ws, err := plan.Instant(context.Background(), q, fo, start)
+		return v, ws, err
+	}
+	m, ws, err := plan.Range(context.Background(), q, fo, start, end, step)
+	return m, ws, err
+}
+
 func upstreamPanicked(t *testing.T, qs string, err error) bool {
 	if err == nil || !strings.Contains(err.Error(), "runtime error") {
 		return false

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
-	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tailroot/tailroot/query/fast"
 )
@@ -353,46 +352,12 @@ func runEdgeDifferential(t *testing.T, db *tsdb.DB, seed uint64, n int, lookback
 			continue // -3 ^ x is -(3 ^ x): a unary minus Compile leaves
 		}
 		start, end, step, instant := edgeRange(r)
-		ctx := context.Background()
-		var (
-			want, got   parser.Value
-			wantW, gotW annotations.Annotations
-			ferr        error
-		)
 		q := pickQueryable(i, db, samplesOnly)
-		if instant {
-			qry, err := ng.NewInstantQuery(ctx, db, nil, qs, start)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := qry.Exec(ctx)
-			want, wantW = res.Value, res.Warnings
-			if upstreamPanicked(t, qs, res.Err) {
-				continue
-			}
-			if res.Err != nil {
-				t.Fatalf("%s: upstream: %v", qs, res.Err)
-			}
-			var v promql.Vector
-			v, gotW, ferr = plan.Instant(ctx, q, fo, start)
-			got = v
-		} else {
-			qry, err := ng.NewRangeQuery(ctx, db, nil, qs, start, end, step)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := qry.Exec(ctx)
-			want, wantW = res.Value, res.Warnings
-			if upstreamPanicked(t, qs, res.Err) {
-				continue
-			}
-			if res.Err != nil {
-				t.Fatalf("%s: upstream: %v", qs, res.Err)
-			}
-			var m promql.Matrix
-			m, gotW, ferr = plan.Range(ctx, q, fo, start, end, step)
-			got = m
+		want, wantW, skip := upstreamAnswer(t, ng, db, qs, instant, start, end, step)
+		if skip {
+			continue
 		}
+		got, gotW, ferr := fastAnswer(plan, q, fo, instant, start, end, step)
 		desc := fmt.Sprintf("%s instant=%v start=%d end=%d step=%s lookback=%s chunks=%v", qs, instant, start.UnixMilli(), end.UnixMilli(), step, lookback, i%2 == 0)
 		if errors.Is(ferr, fast.ErrFallback) {
 			fellBack++
