@@ -78,10 +78,7 @@ func OnsetDirected(target causal.Series, method string, minBefore int, dir Direc
 	sign := dir.sign()
 	x := target.Values
 	n := len(x)
-	lo := minBefore
-	if lo <= 0 {
-		lo = max(minBefore8, n/5)
-	}
+	lo := pointsBefore(n, minBefore)
 	if lo > n-3 {
 		return Change{}, fmt.Errorf("onset: target %q has %d points, need %d before a change and 3 after: %w", target.Name, n, lo, causal.ErrTooShort)
 	}
@@ -155,6 +152,15 @@ func OnsetDirected(target causal.Series, method string, minBefore int, dir Direc
 }
 
 const minBefore8 = 8
+
+// pointsBefore is the least number of points a change among n keeps
+// before it: minBefore, or where that is 0 or less, max(8, n/5).
+func pointsBefore(n, minBefore int) int {
+	if minBefore <= 0 {
+		return max(minBefore8, n/5)
+	}
+	return minBefore
+}
 
 // ranks returns the ranks of x (1..n, ties averaged).
 func ranks(x []float64) []float64 {

@@ -790,10 +790,8 @@ func ownSplit(x []float64, lo, hi, minBefore int) int {
 	}
 	// The split on ranks as Onset's mean_shift finds it (the same bounds),
 	// without its 95 % set, which the checks do not read.
-	n, first := len(x), minBefore
-	if first <= 0 {
-		first = max(minBefore8, n/5)
-	}
+	n := len(x)
+	first := pointsBefore(n, minBefore)
 	if first > n-3 {
 		return k
 	}
