@@ -121,15 +121,10 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 		return nil, err
 	}
 	all := db.Blocks()
-	var sel []*tsdb.Block
-	for _, b := range all {
-		if b.OverlapsClosedInterval(mint, maxt) {
-			if n := len(sel); n > 0 && sel[n-1].MaxTime() > b.MinTime() {
-				release()
-				return nil, nil // overlapping blocks: the merge dedups them
-			}
-			sel = append(sel, b)
-		}
+	sel, overlap := blocksIn(all, mint, maxt)
+	if overlap {
+		release()
+		return nil, nil // overlapping blocks: the merge dedups them
 	}
 	if len(sel) == 0 {
 		// The head alone: its querier is already unmerged.
@@ -218,19 +213,25 @@ func overlapsInRange(q storage.ChunkQueryable, mint, maxt int64) (bool, error) {
 	if h.MinOOOTime() <= maxt && h.MaxOOOTime() >= mint {
 		return true, nil
 	}
-	var last *tsdb.Block
-	for _, b := range db.Blocks() {
+	_, overlap := blocksIn(db.Blocks(), mint, maxt)
+	return overlap, nil
+}
+
+// blocksIn returns the blocks of all (in the TSDB's order, by minimum
+// time) that meet [mint, maxt], and whether two of them overlap in time:
+// in that order two blocks overlap only if two neighbours do (one that
+// reaches past a later block's start reaches past its successor's too).
+func blocksIn(all []*tsdb.Block, mint, maxt int64) (sel []*tsdb.Block, overlap bool) {
+	for _, b := range all {
 		if !b.OverlapsClosedInterval(mint, maxt) {
 			continue
 		}
-		if last != nil && last.MaxTime() > b.MinTime() {
-			return true, nil
+		if n := len(sel); n > 0 && sel[n-1].MaxTime() > b.MinTime() {
+			overlap = true
 		}
-		if last == nil || b.MaxTime() > last.MaxTime() {
-			last = b
-		}
+		sel = append(sel, b)
 	}
-	return false, nil
+	return sel, overlap
 }
 
 func slicesEqualPtr(a, b []*tsdb.Block) bool {
