@@ -85,16 +85,26 @@ func TestLeaseTSDBFastPath(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	want := res.Value.(promql.Matrix)
-	if len(want) != 3 || len(got) != len(want) {
-		t.Fatalf("%d series, upstream %d (want 3)", len(got), len(want))
+	if len(want) != 3 {
+		t.Fatalf("upstream %d series, want 3", len(want))
+	}
+	sameFloats(t, qs, got, want)
+}
+
+// sameFloats fails t unless got holds want's series, labels and float
+// points bitwise, in want's order.
+func sameFloats(t *testing.T, desc string, got, want promql.Matrix) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d series, upstream %d", desc, len(got), len(want))
 	}
 	for i := range want {
 		if !labels.Equal(got[i].Metric, want[i].Metric) || len(got[i].Floats) != len(want[i].Floats) {
-			t.Fatalf("series %d: %s with %d points, upstream %s with %d", i, got[i].Metric, len(got[i].Floats), want[i].Metric, len(want[i].Floats))
+			t.Fatalf("%s: series %d: %s with %d points, upstream %s with %d", desc, i, got[i].Metric, len(got[i].Floats), want[i].Metric, len(want[i].Floats))
 		}
 		for j, p := range want[i].Floats {
 			if g := got[i].Floats[j]; g.T != p.T || g.F != p.F {
-				t.Fatalf("%s at %d: %v, upstream %v", want[i].Metric, p.T, g, p)
+				t.Errorf("%s: %s at %d: %v, upstream %v", desc, want[i].Metric, p.T, g.F, p.F)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -80,20 +81,7 @@ func TestTenantViewOverlapReadsSamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s step %s: %v", qs, step, err)
 			}
-			wm := want.Value.(promql.Matrix)
-			if len(got) != len(wm) {
-				t.Fatalf("%s step %s: %d series, upstream %d", qs, step, len(got), len(wm))
-			}
-			for i := range wm {
-				if len(got[i].Floats) != len(wm[i].Floats) {
-					t.Fatalf("%s step %s: %d points, upstream %d", qs, step, len(got[i].Floats), len(wm[i].Floats))
-				}
-				for j, p := range wm[i].Floats {
-					if g := got[i].Floats[j]; g.T != p.T || g.F != p.F {
-						t.Errorf("%s step %s at %d: %v, upstream %v", qs, step, p.T, g.F, p.F)
-					}
-				}
-			}
+			sameFloats(t, fmt.Sprintf("%s step %s", qs, step), got, want.Value.(promql.Matrix))
 			q.Close()
 		}
 	}
