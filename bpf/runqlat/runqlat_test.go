@@ -109,6 +109,8 @@ func TestRunQueueContention(t *testing.T) {
 		if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
+		// Stopped, so its first run (and the wait before it) is over.
+		testutil.WaitStopped(t, pid)
 		if err := unix.SchedSetaffinity(pid, &one); err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +134,9 @@ func TestRunQueueContention(t *testing.T) {
 	for _, k := range kids {
 		_ = unix.Kill(k.Process.Pid, unix.SIGSTOP)
 	}
-	time.Sleep(20 * time.Millisecond) // let the stops land
+	for _, k := range kids { // let the stops land
+		testutil.WaitStopped(t, k.Process.Pid)
+	}
 
 	runq, err := p.PIDRunQueue()
 	if err != nil {

@@ -173,6 +173,8 @@ func TestSlowRunQueueEvents(t *testing.T) {
 		if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
+		// Stopped, so its first run (and the wait before it) is over.
+		testutil.WaitStopped(t, pid)
 		if err := unix.SchedSetaffinity(pid, &one); err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,10 @@
 // Package testutil holds what the BPF program tests share: the root check,
-// the leaked-file-descriptor check of TestMain, and building the C helpers
-// in ../../testdata.
+// the leaked-file-descriptor check of TestMain, building the C helpers
+// in ../../testdata, and waiting for a signalled child to stop.
 package testutil
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tailroot/tailroot/internal/privtest"
 )
@@ -176,4 +178,30 @@ func (p *SlowPath) Contains(stack []uint64) bool {
 		}
 	}
 	return false
+}
+
+// WaitStopped waits until the process pid is in the stopped state (T in
+// /proc/pid/stat), which a SIGSTOP reaches only once the process has run
+// to take it. On a loaded machine a child just forked can wait on the run
+// queue for a long time before its first run: a test that watched it
+// before that run would count the wait, and a reading of the kernel's
+// own counters taken after it would not.
+func WaitStopped(tb testing.TB, pid int) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			tb.Fatalf("pid %d: %v", pid, err)
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold spaces or parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("pid %d did not stop within 10 s: %s", pid, b)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
