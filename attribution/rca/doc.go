@@ -43,7 +43,12 @@
 // target change too weak to stand alone (|z| between 1.96, or 1.645 with a
 // known direction, and 3) is an incident when the first root cause stepped
 // clearly at that time, informs about the target (itself, or through an
-// informative anomaly it explains) and corroborates it, and when the target's own split misses such a change, the change
+// informative anomaly it explains) and corroborates it — for an aggregate
+// target (the fleet's TTFT) the target's slice on the cause's host (the
+// same metric on that host) may show the move at the cause's split
+// instead of the aggregate, each of the two at a Bonferroni share of the
+// level, when that split lies within five minutes of the change — and
+// when the target's own split misses such a change, the change
 // times that clear steps of candidates point at are tried. An incident is
 // also a step: when neither the target nor its first root cause jumps at
 // its change by more than the window's load wander makes elsewhere

@@ -84,6 +84,11 @@ type Options struct {
 	// is an improvement and answers VerdictNoIncident. "" = inferred from
 	// the target's name (HarmfulDirection); DirectionBoth counts either.
 	Direction Direction
+	// TargetMetric is the metric whose series per group (GroupLabels, or
+	// the joined host) are slices of an aggregate target, such as each
+	// host's mean TTFT under the fleet's (slice.go). "" = the metric name
+	// the target's name starts with, if it starts with one.
+	TargetMetric string
 	// HACLag is the Newey–West lag of the shift test; 0 = ⌈√n⌉, long enough
 	// for the minutes-long autocorrelation of serving metrics at 15 s steps
 	// (the usual 4(n/100)^(2/9) is 5 at n = 480 and overstates significance
@@ -260,7 +265,9 @@ const (
 //  7. Verdict: VerdictNoIncident when the target's change goes the
 //     harmless way, or is under MinTargetZ or MinTargetChange and no root
 //     cause that informs about the target (itself, or through an
-//     informative anomaly it explains) corroborates it (see corroborates;
+//     informative anomaly it explains) corroborates it (see corroborates:
+//     for an aggregate target, the move at the cause's split may show in
+//     the target's slice on the cause's host instead, slice.go;
 //     with ChangePoint 0, the change times of corroboratedOnsets are tried
 //     too), or when neither the target nor its first root cause stepped
 //     (stepped: load that wanders moves a latency without a step; an
@@ -679,7 +686,8 @@ func rank(target causal.Series, cands []Candidate, opts Options, given *Change) 
 		}
 		return false
 	}
-	if weak && len(order) > 0 && tiers[order[0]] == 0 && informs(order[0]) && corroborates(target.Values, &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
+	if weak && len(order) > 0 && tiers[order[0]] == 0 && informs(order[0]) &&
+		corroborates(target.Values, sliceOf(cands, groups, targetMetric(target.Name, opts), order[0]), &rk[order[0]], cands[order[0]].Values, res.Change, opts, dir) {
 		res.Verdict, res.Why = VerdictIncident, WhyCorroborated
 		res.VerdictReason = changeWords(res.Change, pre, dir) + ", too weak to stand alone but corroborated by " + rk[order[0]].Name + ", which stepped there"
 	}
@@ -821,8 +829,12 @@ const weakTargetZ = 1.96
 // LeadTolerance; and at that split the target itself moved the same,
 // harmful, way with pointwise |z| ≥ weakZ. A mild load surge moves one host's request
 // rate by 15 % (z ≈ 5) and the fleet's TTFT by 3–5 % (z ≈ 2–3): the rate
-// is the evidence.
-func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Options, dir Direction) bool {
+// is the evidence. When slice (the target's slice on r's host, slice.go)
+// is given and r's split lies within stepWindow of the change ranked,
+// the target or its slice may show the move, each at sliceZ (two tests,
+// a Bonferroni share each); farther away the slice is not asked, since
+// it would then relocate the target's change rather than localise it.
+func corroborates(target, slice []float64, r *Ranked, x []float64, ch Change, opts Options, dir Direction) bool {
 	if !r.Precedes {
 		return false
 	}
@@ -831,9 +843,12 @@ func corroborates(target []float64, r *Ranked, x []float64, ch Change, opts Opti
 	if err != nil || math.Abs(own.Z) < minZ || own.At < ch.Low-tol || own.At > ch.High+tol {
 		return false
 	}
-	tr := ranks(target)
-	sh, z := newCumsum(tr).shiftZ(tr, own.At)
-	return math.Abs(z) >= weakZ(dir) && sh*ch.Z > 0 && dir.harmful(sh)
+	sign := math.Copysign(1, ch.Z)
+	if slice == nil || own.At < ch.At-stepWindow || own.At > ch.At+stepWindow {
+		return movedAt(target, own.At, weakZ(dir), sign, dir)
+	}
+	// The target's slice on the cause's host is a second test (slice.go).
+	return movedAt(target, own.At, sliceZ(dir), sign, dir) || movedAt(slice, own.At, sliceZ(dir), sign, dir)
 }
 
 func corroborationLimits(opts Options) (minZ float64, tol int) {
