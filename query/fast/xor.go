@@ -83,15 +83,17 @@ func readBits(b []byte, pos, k uint) uint64 {
 // appendXOR decodes the XOR chunk data (Prometheus' tsdb/chunkenc float
 // encoding: a sample count, then timestamps as delta-of-deltas and values
 // as XORs with the previous value, bit-packed) and appends the samples f
-// keeps to buf. The filter is fused into the decoding loop: every sample
-// must be decoded (a value is an XOR with the one before), but one that no
-// window holds is written over by the next instead of kept, so a query
-// whose windows leave gaps (a 1-minute rate every 5 minutes keeps a fifth
-// of the samples) neither stores nor passes again over the rest. The
-// values it yields are bitwise those of the chunk iterator, in the
-// iterator's order (FuzzXORDecode checks it). A read past the end of the
-// bytes yields zeros and is caught once, after the loop, rather than per
-// sample.
+// keeps to buf. Every sample must be decoded (a value is an XOR with the
+// one before), so decodeXOR decodes them all into buf first, in a loop
+// that calls nothing (a call in the loop made the compiler keep the
+// decoder's state on the stack, and it was a fifth slower); then the
+// samples no window holds (and stale markers, for range functions) are
+// moved out (keep), a pass that is skipped where the filter's windows
+// leave no gaps and the whole chunk lies in them, as nearly every chunk of
+// a range query with a window at least a step wide does. The values it
+// yields are bitwise those of the chunk iterator, in the iterator's order
+// (FuzzXORDecode checks it). A read past the end of the bytes yields zeros
+// and is caught once, after the loop, rather than per sample.
 func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 	if len(data) < 2 {
 		return buf, errCorruptChunk
@@ -110,10 +112,10 @@ func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 		return buf, errCorruptChunk
 	}
 	vbits := binary.BigEndian.Uint64(body[k:])
-	if f.holds(t, vbits) {
-		buf = append(buf, fpoint{t, math.Float64frombits(vbits)})
-	}
 	if n == 1 {
+		if f.holds(t, vbits) {
+			buf = append(buf, fpoint{t, math.Float64frombits(vbits)})
+		}
 		return buf, nil
 	}
 	p := k + 8
@@ -122,7 +124,6 @@ func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 		return buf, errCorruptChunk
 	}
 	p += k2
-	tDelta := int64(d)
 	// Every sample from the third on takes at least two bits (a delta of
 	// deltas and a value); a count that says more than the bytes can hold
 	// is corrupt, and must not size the buffer.
@@ -130,18 +131,34 @@ func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 		return buf, errCorruptChunk
 	}
 	from := len(buf)
-	buf = growPoints(buf, n-1)
-	dst := buf[from : from+n-1]
-	kept := 0 // samples written to dst; dst[kept] is the next one's place
+	buf = growPoints(buf, n)
+	dst := buf[from : from+n]
+	dst[0] = fpoint{t, math.Float64frombits(vbits)}
+	lo, hi := f.start-f.width, f.end
+	pos, odd, bad := decodeXOR(dst[1:], body, uint(p)*8, t, int64(d), vbits, lo, hi)
+	if bad || pos > uint(len(body))*8 {
+		return buf[:from], errCorruptChunk
+	}
+	if f.width >= f.interval && !odd && uint64(t-lo-1) < uint64(hi-lo) && vbits != value.StaleNaN {
+		return buf[:from+n], nil
+	}
+	return buf[:from+f.keep(dst)], nil
+}
 
-	// The window of the sample before: the samples in (prev, end] lie in
-	// the same window or the same gap, and are kept where they are after
-	// lo (and not stale markers that f drops). A sample outside it finds
-	// its own (rare: once a step).
-	prev, lo, end := f.window(t)
-	drop := f.dropStale
-	pos := uint(p) * 8
+// decodeXOR decodes the samples of an XOR chunk from the second on into
+// dst, from bit pos of body on, after a first sample at t with the value's
+// bits vbits and the second's time delta tDelta. It returns the bit
+// position after the last sample, odd: whether a sample lies outside
+// (lo, hi] or is a stale marker (so that appendXOR must filter), and bad:
+// whether a value header was corrupt.
+//
+// A sample's fields are cut from one 64-bit word loaded at its position
+// wherever they fit in it (a delta of deltas of at most 24 bits, then a
+// value's header and bits, up to 57 in all: for regular scrapes, nearly
+// every sample), so a sample usually costs one load.
+func decodeXOR(dst []fpoint, body []byte, pos uint, t, tDelta int64, vbits uint64, lo, hi int64) (end uint, odd, bad bool) {
 	var leading, trailing uint
+	span := uint64(hi - lo)
 	for j := range dst {
 		w := load(body, pos)
 		used := uint(0) // bits of w taken
@@ -160,7 +177,9 @@ func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 			case w>>60 == 0b1110:
 				dod, used = signed(w<<4>>(64-20), 20), 24
 			default:
-				dod = int64(readBits(body, pos+4, 64))
+				// 64 bits as two loads' top 32 each (readBits,
+				// written out: a call here costs every sample).
+				dod = int64(load(body, pos+4)>>32<<32 | load(body, pos+36)>>32)
 				pos += 68
 				w = load(body, pos)
 			}
@@ -179,40 +198,53 @@ func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 			if v>>62 == 0b11 {
 				lead := uint(v << 2 >> (64 - 5))
 				mb := uint(v<<7>>(64-6)-1)&63 + 1 // 0 means 64
-				if lead+mb > 64 {
-					return buf[:from], errCorruptChunk
-				}
+				bad = bad || lead+mb > 64
 				hdr, mbits = 13, mb
-				leading, trailing = lead, 64-lead-mb
+				leading, trailing = lead, (64-lead-mb)&63
 			}
 			var bits uint64
 			if used+hdr+mbits <= 57 {
 				bits = v << (hdr & 63) >> ((64 - mbits) & 63)
 			} else {
-				bits = readBits(body, pos+used+hdr, mbits)
+				at := pos + used + hdr
+				bits = (load(body, at)>>32<<32 | load(body, at+32)>>32) >> ((64 - mbits) & 63)
 			}
 			pos += used + hdr + mbits
 			vbits ^= bits << (trailing & 63)
 		}
-		// t in (prev, end], unsigned: one comparison, whatever the
-		// times' order.
-		if uint64(t-prev-1) >= uint64(end-prev) {
-			prev, lo, end = f.window(t)
+		// t in (lo, hi], unsigned: one comparison, whatever the times'
+		// order.
+		odd = odd || uint64(t-lo-1) >= span || vbits == value.StaleNaN
+		dst[j] = fpoint{t, math.Float64frombits(vbits)}
+	}
+	return pos, odd, bad
+}
+
+// keep moves the points of pts that f keeps to its front, in order, and
+// returns how many. The window of the point before is kept: the points in
+// (prev, end] lie in the same window or the same gap, and are kept where
+// they are after lo (and not stale markers that f drops); a point outside
+// it finds its own (rare: once a step).
+func (f *sampleFilter) keep(pts []fpoint) int {
+	prev, lo, end := f.window(pts[0].t)
+	drop := f.dropStale
+	kept := 0
+	for _, s := range pts {
+		// s.t in (prev, end], unsigned: one comparison.
+		if uint64(s.t-prev-1) >= uint64(end-prev) {
+			prev, lo, end = f.window(s.t)
 		}
-		dst[kept] = fpoint{t, math.Float64frombits(vbits)}
+		pts[kept] = s
 		inc := 0
-		if t > lo {
+		if s.t > lo {
 			inc = 1
 		}
-		if vbits == value.StaleNaN && drop {
+		if drop && math.Float64bits(s.f) == value.StaleNaN {
 			inc = 0
 		}
 		kept += inc
 	}
-	if pos > uint(len(body))*8 {
-		return buf[:from], errCorruptChunk
-	}
-	return buf[:from+kept], nil
+	return kept
 }
 
 // window returns, for a sample at t, the stretch (prev, end] of times
