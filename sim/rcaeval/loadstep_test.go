@@ -42,12 +42,18 @@ func TestFleetLoadStep(t *testing.T) {
 // rankFleet generates one fleet case and ranks it with the default options.
 func rankFleet(t *testing.T, class fleet.Class, seed uint64) (*fleet.Incident, causal.Series, []rca.Candidate, *rca.Result) {
 	t.Helper()
+	return rankFleetOpts(t, class, seed, rca.Options{})
+}
+
+// rankFleetOpts is rankFleet with the ranking's options ro.
+func rankFleetOpts(t *testing.T, class fleet.Class, seed uint64, ro rca.Options) (*fleet.Incident, causal.Series, []rca.Candidate, *rca.Result) {
+	t.Helper()
 	inc, err := fleet.Generate(class, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	target, rc := fleetInputs(inc)
-	res, err := rca.Rank(target, rc, rca.Options{})
+	res, err := rca.Rank(target, rc, ro)
 	if err != nil {
 		t.Fatal(err)
 	}

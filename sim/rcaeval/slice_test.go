@@ -59,15 +59,7 @@ func TestFleetSliceCorroborates(t *testing.T) {
 // rankFleetWith generates one fleet case, ranks it with ro and scores it.
 func rankFleetWith(t *testing.T, class fleet.Class, seed uint64, ro rca.Options) (FleetCase, *rca.Result) {
 	t.Helper()
-	inc, err := fleet.Generate(class, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, rc := fleetInputs(inc)
-	res, err := rca.Rank(target, rc, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inc, target, rc, res := rankFleetOpts(t, class, seed, ro)
 	fc, err := scoreFleetCase(inc, class, seed, target, rc, res)
 	if err != nil {
 		t.Fatal(err)
