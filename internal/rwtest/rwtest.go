@@ -43,6 +43,7 @@ type Recorder struct {
 
 	mu        sync.Mutex
 	acks      map[Key]int
+	refused   map[Key]int
 	values    map[Key]float64
 	headers   []http.Header
 	metadata  map[string]Metadata
@@ -54,7 +55,7 @@ type Recorder struct {
 // New returns an empty recorder passing requests on to upstream (empty for
 // none).
 func New(upstream string) *Recorder {
-	return &Recorder{Upstream: upstream, acks: map[Key]int{}, values: map[Key]float64{}, metadata: map[string]Metadata{}, protos: map[string]int{}, exemplars: map[Key]float64{}}
+	return &Recorder{Upstream: upstream, acks: map[Key]int{}, refused: map[Key]int{}, values: map[Key]float64{}, metadata: map[string]Metadata{}, protos: map[string]int{}, exemplars: map[Key]float64{}}
 }
 
 type decoded struct {
@@ -174,6 +175,13 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 		if resp.StatusCode/100 != 2 {
+			if resp.StatusCode == http.StatusConflict {
+				r.mu.Lock()
+				for _, k := range d.order {
+					r.refused[k]++
+				}
+				r.mu.Unlock()
+			}
 			w.WriteHeader(resp.StatusCode)
 			_, _ = w.Write(msg)
 			return
@@ -214,6 +222,22 @@ func (r *Recorder) Acks() (map[Key]int, map[Key]float64) {
 		v[k] = r.values[k]
 	}
 	return a, v
+}
+
+// Refused returns how many requests the upstream answered 409 Conflict
+// carried each sample. Thanos Receive answers 409 to a request holding a
+// sample older than one it already has for that series: a resend of a
+// request it had written but whose answer was lost (a receiver stopped or
+// restarting mid-request). The sender drops such a request, rightly; only
+// the receiver's own query API can then tell whether the samples are there.
+func (r *Recorder) Refused() map[Key]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := make(map[Key]int, len(r.refused))
+	for k, n := range r.refused {
+		m[k] = n
+	}
+	return m
 }
 
 // Count is the number of distinct samples acknowledged so far.
