@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"sort"
 	"strconv"
@@ -233,11 +234,7 @@ func (r *Recorder) Acks() (map[Key]int, map[Key]float64) {
 func (r *Recorder) Refused() map[Key]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := make(map[Key]int, len(r.refused))
-	for k, n := range r.refused {
-		m[k] = n
-	}
-	return m
+	return maps.Clone(r.refused)
 }
 
 // Count is the number of distinct samples acknowledged so far.
@@ -258,11 +255,7 @@ func (r *Recorder) Headers() []http.Header {
 func (r *Recorder) Metadata() map[string]Metadata {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := make(map[string]Metadata, len(r.metadata))
-	for k, v := range r.metadata {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(r.metadata)
 }
 
 // Exemplars returns the exemplars seen, keyed by their series and
@@ -270,11 +263,7 @@ func (r *Recorder) Metadata() map[string]Metadata {
 func (r *Recorder) Exemplars() map[Key]float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := make(map[Key]float64, len(r.exemplars))
-	for k, v := range r.exemplars {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(r.exemplars)
 }
 
 // Protocols returns how many acknowledged requests used each protocol
@@ -282,11 +271,7 @@ func (r *Recorder) Exemplars() map[Key]float64 {
 func (r *Recorder) Protocols() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := make(map[string]int, len(r.protos))
-	for k, v := range r.protos {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(r.protos)
 }
 
 // Series lists the distinct series seen, sorted.
