@@ -117,11 +117,13 @@ func apiAlerts(t *testing.T, a *App) []apiAlert {
 
 // ttftWriter pushes vllm:time_to_first_token_seconds as classic buckets, one
 // sample per series per call, stamped now: n observations in the bucket
-// that holds v.
+// that holds v. Two calls within one millisecond get distinct times, as
+// a second sample at a series' last time with another value is refused.
 type ttftWriter struct {
 	bounds []float64
 	counts []float64 // cumulative per bound, then +Inf
 	sum    float64
+	last   int64 // the time of the last push, ms
 }
 
 func (w *ttftWriter) observe(n int, v float64) {
@@ -137,15 +139,17 @@ func (w *ttftWriter) observe(n int, v float64) {
 	w.sum += float64(n) * v
 }
 
-func (w *ttftWriter) push(t *testing.T, a *App, ts time.Time) {
+func (w *ttftWriter) push(t *testing.T, a *App, at time.Time) {
 	t.Helper()
+	ms := max(at.UnixMilli(), w.last+1)
+	w.last = ms
 	var req prompb.WriteRequest
 	add := func(name string, v float64, extra ...string) {
 		ls := []prompb.Label{{Name: "__name__", Value: name}, {Name: "model_name", Value: "m"}}
 		for i := 0; i < len(extra); i += 2 {
 			ls = append(ls, prompb.Label{Name: extra[i], Value: extra[i+1]})
 		}
-		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: v, Timestamp: ts.UnixMilli()}}})
+		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: v, Timestamp: ms}}})
 	}
 	for i, b := range w.bounds {
 		add("vllm:time_to_first_token_seconds_bucket", w.counts[i], "le", strconv.FormatFloat(b, 'f', -1, 64))
