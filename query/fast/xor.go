@@ -135,7 +135,7 @@ func appendXOR(buf []fpoint, data []byte, f *sampleFilter) ([]fpoint, error) {
 	dst := buf[from : from+n]
 	dst[0] = fpoint{t, math.Float64frombits(vbits)}
 	lo, hi := f.start-f.width, f.end
-	pos, odd, bad := decodeXOR(dst[1:], body, uint(p)*8, t, int64(d), vbits, lo, hi)
+	pos, odd, bad := decodeXORFast(dst[1:], body, uint(p)*8, t, int64(d), vbits, lo, hi)
 	if bad || pos > uint(len(body))*8 {
 		return buf[:from], errCorruptChunk
 	}
