@@ -190,30 +190,43 @@ func refCounterRate(w []fpoint, ts int64, rng time.Duration, isRate bool) (float
 }
 
 // BenchmarkCounterSteps is the rate step loop alone on the dashboard's
-// shape: a counter scraped every 15 s, rate over 1 m at 15 s steps for
-// 1 h (241 steps, 245 samples), a reset in one series of eight.
+// shapes: a counter scraped every 15 s, rate over 1 m at 15 s steps for
+// 1 h (241 steps, 245 samples) and over 5 m at 5 m steps for 24 h (289
+// steps, 5,781 samples), a reset in one series of eight.
 func BenchmarkCounterSteps(b *testing.B) {
-	r := rand.New(rand.NewPCG(7, 7))
-	ev := &evaluator{start: 3_600_000, interval: 15_000, steps: 241}
-	l := &leaf{fn: "rate", rng: time.Minute}
-	var bufs [][]fpoint
-	for s := 0; s < 8; s++ {
-		var buf []fpoint
-		v := float64(r.IntN(1000))
-		for tt := ev.start - 45_000; tt <= ev.start+240*15_000; tt += 15_000 {
-			v += float64(r.IntN(5))
-			if s == 0 && tt == ev.start+1_800_000 {
-				v = 1
+	for _, sh := range []struct {
+		name          string
+		interval, rng time.Duration
+		steps         int
+	}{
+		{"rate_1m_at_15s_1h", 15 * time.Second, time.Minute, 241},
+		{"rate_5m_at_5m_24h", 5 * time.Minute, 5 * time.Minute, 289},
+	} {
+		b.Run(sh.name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(7, 7))
+			ev := &evaluator{start: 86_400_000, interval: sh.interval.Milliseconds(), steps: sh.steps}
+			l := &leaf{fn: "rate", rng: sh.rng}
+			end := ev.start + int64(sh.steps-1)*ev.interval
+			var bufs [][]fpoint
+			for s := 0; s < 8; s++ {
+				var buf []fpoint
+				v := float64(r.IntN(1000))
+				for tt := ev.start - sh.rng.Milliseconds() + 15_000; tt <= end; tt += 15_000 {
+					v += float64(r.IntN(5))
+					if s == 0 && tt == ev.start+1_800_000 {
+						v = 1
+					}
+					buf = append(buf, fpoint{tt, v})
+				}
+				bufs = append(bufs, buf)
 			}
-			buf = append(buf, fpoint{tt, v})
-		}
-		bufs = append(bufs, buf)
-	}
-	wk := &worker{}
-	c := &column{v: make([]float64, ev.steps), has: make([]bool, ev.steps)}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		wk.buf = bufs[i%len(bufs)]
-		wk.counterSteps(ev, l, c, true)
+			wk := &worker{}
+			c := &column{v: make([]float64, ev.steps), has: make([]bool, ev.steps)}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				wk.buf = bufs[i%len(bufs)]
+				wk.counterSteps(ev, l, c, true)
+			}
+		})
 	}
 }
