@@ -42,7 +42,8 @@ type OverlapSource interface {
 type colChunk struct {
 	chunks.Meta
 	cr   tsdb.ChunkReader
-	from int64 // samples before it are dropped (a head chunk that began before the blocks ended)
+	bc   *blockChunks // the block's chunk bytes, read in place; nil: through cr
+	from int64        // samples before it are dropped (a head chunk that began before the blocks ended)
 }
 
 // blockWalk reads a selection from a TSDB whose persisted blocks do not
@@ -86,6 +87,7 @@ type blockPart struct {
 	ir         tsdb.IndexReader
 	si         *seriesIndex // the series entries with cached symbols; nil: read through ir
 	cr         tsdb.ChunkReader
+	bc         *blockChunks // its chunks in place; nil: read through cr
 	tr         tombstones.Reader
 	p          index.Postings
 	builder    labels.ScratchBuilder
@@ -160,6 +162,9 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 		}
 		if p.cr, err = b.Chunks(); err != nil {
 			return fail(err)
+		}
+		if p.bc, err = openBlockChunks(b.Dir()); err != nil {
+			p.bc = nil // read through the block's reader
 		}
 		if p.tr, err = b.Tombstones(); err != nil {
 			return fail(err)
@@ -337,7 +342,7 @@ func (w *blockWalk) next(chks []colChunk, dels []tombstones.Interval) (labels.La
 				return labels.Labels{}, chks, dels, false, ErrFallback
 			}
 			lastT = c.MaxTime
-			chks = append(chks, colChunk{Meta: c, cr: p.cr, from: math.MinInt64})
+			chks = append(chks, colChunk{Meta: c, cr: p.cr, bc: p.bc, from: math.MinInt64})
 		}
 		for _, d := range p.dels {
 			// A block's tombstones only delete its own samples.
@@ -423,6 +428,9 @@ func (w *blockWalk) close() {
 	for _, p := range w.blocks {
 		if p.si != nil {
 			_ = p.si.close()
+		}
+		if p.bc != nil {
+			p.bc.close()
 		}
 		for _, c := range []interface{ Close() error }{p.ir, p.cr, p.tr} {
 			if c != nil {

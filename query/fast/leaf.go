@@ -580,6 +580,24 @@ func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []colChunk, lset l
 	defer func() { sh.buf = buf }()
 	for _, cm := range metas {
 		m := cm.Meta
+		if cm.bc != nil {
+			// A persisted chunk, read in place: an XOR chunk is
+			// decoded from its bytes, others through the reader.
+			enc, data, err := cm.bc.chunk(m.Ref)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", lset, err)
+			}
+			if enc == chunkenc.EncXOR {
+				from := len(buf)
+				if buf, err = appendXOR(buf, data, f); err != nil {
+					return fmt.Errorf("read %s: %w", lset, err)
+				}
+				if cm.from > m.MinTime {
+					buf = dropBefore(buf, from, cm.from)
+				}
+				continue
+			}
+		}
 		if cm.cr != nil {
 			// A persisted chunk: loaded here, by the worker.
 			chk, iter, err := cm.cr.ChunkOrIterable(m)
