@@ -76,7 +76,8 @@
 //     other nor the head's data, the walker reads each block's index
 //     itself and joins a series' chunks across blocks and the head in time
 //     order (blocks.go), without the TSDB's merge of every series of every
-//     block; the workers load the block chunks they decode. Overlapping
+//     block; the workers load the block chunks they decode, in place from a
+//     second mapping of the block's segment files (blockchunks.go). Overlapping
 //     blocks, out-of-order data in the head within the blocks' time, or a
 //     block list that changed while the read was opened take the merged
 //     chunk querier instead; chunks of one series that overlap anyway, and
@@ -93,7 +94,9 @@
 //     chunks whose samples are all visible (persisted ones, and head
 //     chunks the head's isolation does not cut) are decoded by this
 //     package's own loop (xor.go, checked against the chunk iterator by
-//     FuzzXORDecode) from the chunk's bytes where they lie, keeping, as it
+//     FuzzXORDecode; on amd64 written out in assembly, xor_amd64.s, checked
+//     against the Go loop by FuzzDecodeXORAsm, which the purego build tag
+//     leaves out) from the chunk's bytes where they lie, keeping, as it
 //     decodes, only the samples some window holds (the others are written
 //     over by the next) before any step sees them; other chunks go through their own
 //     iterators, and storage without chunks through sample iterators,

@@ -86,7 +86,8 @@ func readBits(b []byte, pos, k uint) uint64 {
 // keeps to buf. Every sample must be decoded (a value is an XOR with the
 // one before), so decodeXOR decodes them all into buf first, in a loop
 // that calls nothing (a call in the loop made the compiler keep the
-// decoder's state on the stack, and it was a fifth slower); then the
+// decoder's state on the stack, and it was a fifth slower; on amd64 the
+// loop runs as assembly, decodeXORFast, about twice as fast again); then the
 // samples no window holds (and stale markers, for range functions) are
 // moved out (keep), a pass that is skipped where the filter's windows
 // leave no gaps and the whole chunk lies in them, as nearly every chunk of
