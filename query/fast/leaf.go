@@ -249,6 +249,9 @@ func (ev *evaluator) runLeaf(l *leaf, s sink) error {
 	return nil
 }
 
+// pieceSeries is how many series a worker takes at a time from a part.
+const pieceSeries = 32
+
 // pipeChunks evaluates the walker's series in batches of half
 // BatchSeries: while the workers decode one and the sink takes it, the
 // walker loads the next, so walking the index and loading chunks (one
@@ -267,7 +270,7 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 		metas    [][]colChunk            // the chunks to decode, per column
 		dels     [][]tombstones.Interval // deleted ranges, per column
 		nonEmpty []bool
-		n        int
+		want, n  int // series asked of the walker, and walked
 		err      error
 	}
 	var parts [2]part
@@ -277,36 +280,42 @@ func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit fun
 		p.metas, p.dels = mb.metas[k*half:(k+1)*half], mb.dels[k*half:(k+1)*half]
 		p.nonEmpty = make([]bool, half)
 	}
-	walk := func(p *part) {
+	walk := func(p *part, want int) {
 		defer func() {
 			if r := recover(); r != nil {
 				p.err = fmt.Errorf("fast: %v", r)
 			}
 		}()
+		p.want = want
 		if walker.bw != nil {
-			p.n, p.err = ev.walkBlocks(walker.bw, &f, p.cols, p.metas, p.dels)
+			p.n, p.err = ev.walkBlocks(walker.bw, &f, p.cols[:want], p.metas[:want], p.dels[:want])
 		} else {
-			p.n, p.err = ev.walkChunks(l, walker, &f, p.cols, p.metas, p.dels)
+			p.n, p.err = ev.walkChunks(l, walker, &f, p.cols[:want], p.metas[:want], p.dels[:want])
 		}
 	}
+	// The first part is one piece, so that the workers start after one
+	// piece's walk rather than half a batch's (the walk alone, on one
+	// core); each part after asks for twice as many up to half a batch,
+	// which the walker loads while the workers decode the one before
+	// (walking a series costs a fraction of decoding it).
 	cur, nxt := &parts[0], &parts[1]
-	walk(cur)
+	walk(cur, min(half, pieceSeries))
 	for {
 		if cur.err != nil {
 			return cur.err
 		}
-		more := cur.n == half
+		more := cur.n == cur.want
 		var wg sync.WaitGroup
 		if more {
 			wg.Add(1)
-			go func() {
+			go func(want int) {
 				defer wg.Done()
-				walk(nxt)
-			}()
+				walk(nxt, want)
+			}(min(half, 2*cur.want))
 		}
 		// Pieces of 32 series, taken in turn: each column's result is
 		// its own, so who decodes it does not matter.
-		err := pieces(len(shards), cur.n, 32, func(w, lo, hi int) error {
+		err := pieces(len(shards), cur.n, pieceSeries, func(w, lo, hi int) error {
 			sh := &shards[w]
 			for i := lo; i < hi; i++ {
 				if (i-lo)%64 == 0 {

@@ -231,6 +231,20 @@ func BenchmarkDecodeXOR(b *testing.B) {
 			buf, _ = appendXOR(buf[:0], sparse.Bytes(), all)
 		}
 	})
+	// A counter that grows by the same amount each scrape: the value's
+	// header is the same at every sample.
+	steady := chunkenc.NewXORChunk()
+	stapp, _ := steady.Appender()
+	for i := int64(0); i < 120; i++ {
+		stapp.Append(0, 1_760_000_000_000+i*15_000, float64(1000+8*i))
+	}
+	b.Run("decoder=appendXOR/counter=steady", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []fpoint
+		for b.Loop() {
+			buf, _ = appendXOR(buf[:0], steady.Bytes(), all)
+		}
+	})
 	// A 1-minute rate every 5 minutes: the windows keep a fifth.
 	gaps := &sampleFilter{start: 1_760_000_000_000, interval: 300_000, width: 60_000, dropStale: true}
 	gaps.end = gaps.start + 24*gaps.interval
