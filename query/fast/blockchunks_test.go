@@ -15,13 +15,7 @@ import (
 // block's chunk reader, which must agree byte for byte; a flipped byte is a
 // checksum mismatch, and references outside the segments are errors.
 func TestBlockChunks(t *testing.T) {
-	db := seriesIndexDB(t, 3000)
-	b := db.Blocks()[0]
-	ir, err := b.Index()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ir.Close()
+	b, ir := seriesIndexBlock(t, 3000)
 	cr, err := b.Chunks()
 	if err != nil {
 		t.Fatal(err)

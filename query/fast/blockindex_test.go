@@ -19,13 +19,7 @@ import (
 // block's index reader on every series of a block with more symbols than
 // the cache has slots (so that slots are shared and replaced).
 func TestSeriesIndex(t *testing.T) {
-	db := seriesIndexDB(t, 3000)
-	b := db.Blocks()[0]
-	ir, err := b.Index()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ir.Close()
+	b, ir := seriesIndexBlock(t, 3000)
 	si, err := openSeriesIndex(b.Dir())
 	if err != nil || si == nil {
 		t.Fatalf("open: %v, %v", si, err)
@@ -41,6 +35,19 @@ func TestSeriesIndex(t *testing.T) {
 	if err := si.series(storage.SeriesRef(len(si.bs)), &bl, &cs); err == nil {
 		t.Fatal("a reference past the index: no error")
 	}
+}
+
+// seriesIndexBlock is the block of seriesIndexDB(t, n) and its index
+// reader, closed when the test ends.
+func seriesIndexBlock(t *testing.T, n int) (*tsdb.Block, tsdb.IndexReader) {
+	t.Helper()
+	b := seriesIndexDB(t, n).Blocks()[0]
+	ir, err := b.Index()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ir.Close() })
+	return b, ir
 }
 
 // seriesIndexDB is a TSDB with one block of n series.
