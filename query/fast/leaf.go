@@ -589,26 +589,19 @@ func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []colChunk, lset l
 	defer func() { sh.buf = buf }()
 	for _, cm := range metas {
 		m := cm.Meta
+		// A persisted chunk is loaded here, by the worker: an XOR chunk
+		// read in place is decoded from its bytes, any other is loaded
+		// through the block's reader.
+		var xorData []byte
+		inPlace := false
 		if cm.bc != nil {
-			// A persisted chunk, read in place: an XOR chunk is
-			// decoded from its bytes, others through the reader.
 			enc, data, err := cm.bc.chunk(m.Ref)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", lset, err)
 			}
-			if enc == chunkenc.EncXOR {
-				from := len(buf)
-				if buf, err = appendXOR(buf, data, f); err != nil {
-					return fmt.Errorf("read %s: %w", lset, err)
-				}
-				if cm.from > m.MinTime {
-					buf = dropBefore(buf, from, cm.from)
-				}
-				continue
-			}
+			xorData, inPlace = data, enc == chunkenc.EncXOR
 		}
-		if cm.cr != nil {
-			// A persisted chunk: loaded here, by the worker.
+		if !inPlace && cm.cr != nil {
 			chk, iter, err := cm.cr.ChunkOrIterable(m)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", lset, err)
@@ -620,7 +613,11 @@ func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []colChunk, lset l
 		}
 		from := len(buf)
 		var err error
-		buf, err = sh.decodeChunk(f, m, buf, usesST)
+		if inPlace {
+			buf, err = appendXOR(buf, xorData, f)
+		} else {
+			buf, err = sh.decodeChunk(f, m, buf, usesST)
+		}
 		if err != nil {
 			if errors.Is(err, ErrHistogram) || errors.Is(err, ErrFallback) {
 				return err
