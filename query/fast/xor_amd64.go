@@ -9,7 +9,7 @@ package fast
 // the stack at every sample, and decoding a chunk is a chain of dependent
 // steps, each waiting on the bit position the one before computed; the
 // assembly keeps the whole state in registers. Its output is decodeXOR's,
-// bit for bit (TestDecodeXORAsm, FuzzXORDecode); the purego build tag
+// bit for bit (TestDecodeXORAsm, FuzzDecodeXORAsm); the purego build tag
 // leaves it out.
 //
 //go:noescape

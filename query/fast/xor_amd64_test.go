@@ -3,7 +3,6 @@
 package fast
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -11,44 +10,20 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
-// xorBody parses what appendXOR parses before its loop: the body after
-// the count, the bit position of the second sample's value, the first
-// time, the second's delta and the first value's bits; ok is false where
-// appendXOR would stop before the loop.
-func xorBody(data []byte) (n int, body []byte, pos uint, t, d int64, vbits uint64, ok bool) {
-	if len(data) < 2 {
-		return 0, nil, 0, 0, 0, 0, false
-	}
-	n = int(binary.BigEndian.Uint16(data))
-	body = data[2:]
-	t, k := binary.Varint(body)
-	if n < 2 || k <= 0 || k+8 > len(body) {
-		return 0, nil, 0, 0, 0, 0, false
-	}
-	vbits = binary.BigEndian.Uint64(body[k:])
-	p := k + 8
-	ud, k2 := binary.Uvarint(body[p:])
-	if k2 <= 0 {
-		return 0, nil, 0, 0, 0, 0, false
-	}
-	return n, body, uint(p+k2) * 8, t, int64(ud), vbits, true
-}
-
 // checkAsm compares decodeXORAsm with decodeXOR on one chunk's bytes and
 // one window span: where the assembly does not give up, the same points,
 // end position and odd flag, bit for bit; where it does, decodeXOR must
 // meet a 64-bit delta of deltas or a corrupt header (bad).
 func checkAsm(t *testing.T, data []byte, lo, hi int64) (gaveUp bool) {
 	t.Helper()
-	n, body, pos, t0, d, vbits, ok := xorBody(data)
-	if !ok {
+	var h xorHeader // what appendXOR hands the loop
+	if err := h.parse(data); err != nil || h.n < 2 {
 		return false
 	}
-	n = min(n, 4*len(body)+1) // as appendXOR bounds it, loosely
-	want := make([]fpoint, n-1)
-	wEnd, wOdd, wBad := decodeXOR(want, body, pos, t0, d, vbits, lo, hi)
-	got := make([]fpoint, n-1)
-	gEnd, gOdd, gave := decodeXORAsm(got, body, pos, t0, d, vbits, lo, hi)
+	want := make([]fpoint, h.n-1)
+	wEnd, wOdd, wBad := decodeXOR(want, h.body, h.pos, h.t, h.tDelta, h.vbits, lo, hi)
+	got := make([]fpoint, h.n-1)
+	gEnd, gOdd, gave := decodeXORAsm(got, h.body, h.pos, h.t, h.tDelta, h.vbits, lo, hi)
 	if gave {
 		return true
 	}
