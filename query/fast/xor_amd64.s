@@ -66,10 +66,7 @@ TEXT ·decodeXORAsm(SB), NOSPLIT, $16-106
 	JCC done
 	// The first sample's value follows its time delta, a uvarint the
 	// caller read: no delta of deltas.
-	LEAQ -1(BX), R15
-	LOADB(R15, R9, AX, R15)
-	SHLQ $1, AX
-	JMP value
+	JMP field
 
 loop:
 	// AX = load(body, BX): 8 bytes at BX/8 where they lie in body.
@@ -247,7 +244,10 @@ dod20:
 
 dodadd:
 	ADDQ R9, R12
-	// The value's field: loaded one bit early, as for the first sample.
+
+field:
+	// The value's field at BX, loaded one bit early and shifted (after a
+	// longer delta of deltas, and for the first sample).
 	LEAQ -1(BX), R15
 	LOADB(R15, R9, AX, R15)
 	SHLQ $1, AX
