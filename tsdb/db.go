@@ -69,6 +69,11 @@ type Options struct {
 	// appenders; after it the store reports itself unhealthy and keeps
 	// waiting. Zero or negative means one minute.
 	DrainTimeout time.Duration
+	// HeadMMapInterval is how often full head chunks are written from the
+	// heap to the m-mapped head chunk files (the Prometheus DB does it once
+	// a minute); see startHeadMMap. Zero means five seconds; negative
+	// leaves it to the Prometheus DB.
+	HeadMMapInterval time.Duration
 }
 
 // DefaultOptions returns the options tailroot serves with unless told
@@ -205,6 +210,7 @@ func Open(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*DB, er
 	db.Metadata = md
 	registerTimeGauges(reg, db)
 	db.startRecovery()
+	db.startHeadMMap()
 	return db, nil
 }
 
