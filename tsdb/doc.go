@@ -32,7 +32,10 @@
 // (and Ready says so) until a probe write succeeds and the Prometheus DB has
 // been closed and reopened on a fresh segment; a failed commit leaves
 // nothing behind. Options.MinFreeBytes refuses writes before the disk is
-// full. guard.go explains why a reopen and not a retry.
+// full. guard.go explains why a reopen and not a retry. Full head chunks
+// are written to the head chunk files every five seconds (the Prometheus
+// DB alone waits a minute), so that a backlog written in seconds does not
+// hold them on the heap (mmap.go).
 //
 // Tenancy (tenantstore.go, docs/tenancy.md): TenantAppendable stamps the
 // tenant label of each appender's context and enforces the tenant's series

@@ -206,6 +206,7 @@ type counterLoop struct {
 	has                  []bool
 	start, interval, rms int64
 	lo, hi               uint // the window of the last step: buf[lo:hi]
+	d                    uint // how far hi moved at that step
 	nextReset            uint // position of the first reset after lo, or MaxUint
 	kStart, kEnd         int64
 	kN                   int
@@ -228,9 +229,11 @@ func (cl *counterLoop) common(i int) (int, bool) {
 	// The key against the step's time: first.t-ts and hi-lo.
 	kFirst, kEnd, kW := cl.kStart-rms, cl.kEnd, uint(cl.kN+1)
 	factor, zeroBound := cl.factor, cl.zeroBound
+	d := cl.d
 	any := false
 	for ; i < len(vals); i, ts = i+1, ts+interval {
-		lo, hi = advance(buf, lo, ts-rms), advance(buf, hi, ts)
+		nhi := seek(buf, hi, d, ts)
+		lo, d, hi = seek(buf, lo, d, ts-rms), nhi-hi, nhi
 		if hi < lo+2 {
 			continue
 		}
@@ -249,8 +252,21 @@ func (cl *counterLoop) common(i int) (int, bool) {
 		vals[i], has[i] = result*factor, true
 		any = true
 	}
-	cl.lo, cl.hi = lo, hi
+	cl.lo, cl.hi, cl.d = lo, hi, d
 	return i, any
+}
+
+// seek is advance trying j+d first, where d is how far the bound moved
+// at the step before: on a regular scrape both bounds of a window move by
+// the same count each step (twenty samples for 5-minute steps at 15 s),
+// which two loads confirm instead of a scan over them (for a move of one
+// the scan is as short). The guess g is the answer exactly when the
+// sample before it is not after t and its own is (buf is in time order).
+func seek(buf []fpoint, j, d uint, t int64) uint {
+	if g := j + d; d > 1 && g < uint(len(buf)) && buf[g-1].t <= t && buf[g].t > t {
+		return g
+	}
+	return advance(buf, j, t)
 }
 
 // advance returns the first position from j on whose sample is after t

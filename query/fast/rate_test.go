@@ -230,3 +230,26 @@ func BenchmarkCounterSteps(b *testing.B) {
 		})
 	}
 }
+
+// TestSeek checks that seek's guess changes nothing: it returns what
+// advance returns from the same position, for every guess, over times in
+// order with jitter and gaps.
+func TestSeek(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for iter := 0; iter < 2000; iter++ {
+		var buf []fpoint
+		tt := int64(0)
+		for i := r.IntN(40); i > 0; i-- {
+			tt += 1 + r.Int64N(20)
+			buf = append(buf, fpoint{t: tt})
+		}
+		for k := 0; k < 20; k++ {
+			at := r.Int64N(tt+10) - 5
+			j := uint(r.IntN(len(buf) + 1))
+			d := uint(r.IntN(len(buf) + 2))
+			if got, want := seek(buf, j, d, at), advance(buf, j, at); got != want {
+				t.Fatalf("seek(%v, %d, %d, %d) = %d, advance %d", buf, j, d, at, got, want)
+			}
+		}
+	}
+}
