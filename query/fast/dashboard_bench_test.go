@@ -184,11 +184,13 @@ func buildBenchDB(b *testing.B, s benchShape) *tsdb.DB {
 		}
 	}
 	// Persist what a server would have persisted by now (the 24 h shape
-	// becomes 2 h blocks plus a head), and keep background compaction from
-	// running during the measurements.
+	// becomes 2 h blocks plus a head, whose full chunks are in the head
+	// chunk files, as the server writes them within seconds), and keep
+	// background compaction from running during the measurements.
 	if err := db.Compact(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+	db.ForceHeadMMap()
 	db.DisableCompactions()
 	return db
 }

@@ -77,7 +77,10 @@
 //     itself and joins a series' chunks across blocks and the head in time
 //     order (blocks.go), without the TSDB's merge of every series of every
 //     block; the workers load the block chunks they decode, in place from a
-//     second mapping of the block's segment files (blockchunks.go). Overlapping
+//     second mapping of the block's segment files (blockchunks.go). With no
+//     block in the range the head alone is read the same way, its index by
+//     the walker and its chunks by the workers through one chunk reader
+//     (openHeadWalk), in its series order. Overlapping
 //     blocks, out-of-order data in the head within the blocks' time, or a
 //     block list that changed while the read was opened take the merged
 //     chunk querier instead; chunks of one series that overlap anyway, and

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/tsdb/tombstones"
@@ -255,9 +256,11 @@ const pieceSeries = 32
 // pipeChunks evaluates the walker's series in batches of half
 // BatchSeries: while the workers decode one and the sink takes it, the
 // walker loads the next, so walking the index and loading chunks (one
-// goroutine: a chunk reader is not safe for concurrent use) overlaps the
-// decoding instead of leaving the cores idle. Two halves hold as many
-// columns as one batch.
+// goroutine: a chunk querier's reader is not safe for concurrent use)
+// overlaps the decoding instead of leaving the cores idle; where the
+// chunk reader is (blocks, the head read alone: blockWalk), the workers
+// load the chunks and the walker only reads the index. Two halves hold as
+// many columns as one batch.
 func (ev *evaluator) pipeChunks(l *leaf, walker *shard, shards []shard, emit func([]column, []bool, int) error) error {
 	half := max(1, ev.opts.BatchSeries/2)
 	bufs := getBuffers(2 * half * ev.steps)
@@ -602,7 +605,22 @@ func (sh *shard) decodeChunks(l *leaf, f *sampleFilter, metas []colChunk, lset l
 			xorData, inPlace = data, enc == chunkenc.EncXOR
 		}
 		if !inPlace && cm.cr != nil {
-			chk, iter, err := cm.cr.ChunkOrIterable(m)
+			var (
+				chk  chunkenc.Chunk
+				iter chunkenc.Iterable
+				err  error
+			)
+			if wc, ok := cm.cr.(tsdb.ChunkReaderWithCopy); ok {
+				// The head's: the chunk still appended to comes as a
+				// copy (the chunk querier asks the same), with its time
+				// so far.
+				var maxt int64
+				if chk, iter, maxt, err = wc.ChunkOrIterableWithCopy(m); chk != nil {
+					m.MaxTime = maxt
+				}
+			} else {
+				chk, iter, err = cm.cr.ChunkOrIterable(m)
+			}
 			if err != nil {
 				return fmt.Errorf("read %s: %w", lset, err)
 			}
