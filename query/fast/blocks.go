@@ -146,18 +146,11 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 		return nil, nil
 	}
 	w := &blockWalk{release: release, mint: mint, maxt: maxt, cut: cut}
-	fail := func(err error) (*blockWalk, error) {
-		w.close()
-		if errors.Is(err, tsdb.ErrClosing) {
-			return nil, nil
-		}
-		return nil, err
-	}
 	for _, b := range sel {
 		p := &blockPart{minT: b.MinTime(), maxT: b.MaxTime()}
 		w.blocks = append(w.blocks, p)
 		if p.ir, err = b.Index(); err != nil {
-			return fail(err)
+			return w.fail(err)
 		}
 		// The index reader stays open: it holds the block against deletion
 		// and answers the postings.
@@ -165,22 +158,22 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 			p.si = nil // read through the block's reader
 		}
 		if p.cr, err = b.Chunks(); err != nil {
-			return fail(err)
+			return w.fail(err)
 		}
 		if p.bc, err = openBlockChunks(b.Dir()); err != nil {
 			p.bc = nil // read through the block's reader
 		}
 		if p.tr, err = b.Tombstones(); err != nil {
-			return fail(err)
+			return w.fail(err)
 		}
 		// Copies: PostingsForMatchers may reorder its matchers.
 		if p.p, err = tsdb.PostingsForMatchers(ctx, p.ir, slices.Clone(ms)...); err != nil {
-			return fail(fmt.Errorf("select block %s: %w", b.Meta().ULID, err))
+			return w.fail(fmt.Errorf("select block %s: %w", b.Meta().ULID, err))
 		}
 	}
 	if maxt >= cut {
 		if w.headQ, err = db.ChunkQuerier(cut, maxt); err != nil {
-			return fail(err)
+			return w.fail(err)
 		}
 		w.head = w.headQ.Select(ctx, true, hints, slices.Clone(ms)...)
 	}
@@ -188,15 +181,15 @@ func openBlockWalk(ctx context.Context, q storage.ChunkQueryable, hints *storage
 	// may have moved the head's data into a block not selected: the list
 	// must be the one the walk was planned on.
 	if again := db.Blocks(); len(again) != len(all) || !slicesEqualPtr(again, all) {
-		return fail(nil)
+		return w.fail(nil)
 	}
 	for _, p := range w.blocks {
 		if err := w.advanceBlock(p); err != nil {
-			return fail(err)
+			return w.fail(err)
 		}
 	}
 	if err := w.advanceHead(); err != nil {
-		return fail(err)
+		return w.fail(err)
 	}
 	return w, nil
 }
@@ -229,35 +222,28 @@ func openHeadWalk(ctx context.Context, db *tsdb.DB, all []*tsdb.Block, release f
 	w.blocks = []*blockPart{p}
 	var err error
 	if p.cr, err = rh.Chunks(); err != nil {
-		w.close()
-		return nil, err
+		return w.fail(err)
 	}
 	// Taking the chunk reader registered its isolation state, which a
 	// truncation that starts from now on waits for; one already running
 	// may be moving this range into a block.
 	if shouldClose, getNew, _ := h.IsQuerierCollidingWithTruncation(mint, maxt); shouldClose || getNew {
-		w.close()
-		return nil, nil
+		return w.fail(nil)
 	}
 	if again := db.Blocks(); len(again) != len(all) || !slicesEqualPtr(again, all) {
-		w.close()
-		return nil, nil
+		return w.fail(nil)
 	}
 	if p.ir, err = rh.Index(); err != nil {
-		w.close()
-		return nil, err
+		return w.fail(err)
 	}
 	if p.tr, err = rh.Tombstones(); err != nil {
-		w.close()
-		return nil, err
+		return w.fail(err)
 	}
 	if p.p, err = tsdb.PostingsForMatchers(ctx, p.ir, slices.Clone(ms)...); err != nil {
-		w.close()
-		return nil, fmt.Errorf("select head: %w", err)
+		return w.fail(fmt.Errorf("select head: %w", err))
 	}
 	if err := w.advanceBlock(p); err != nil {
-		w.close()
-		return nil, err
+		return w.fail(err)
 	}
 	return w, nil
 }
@@ -496,6 +482,17 @@ func (w *blockWalk) warnings() annotations.Annotations {
 		return w.head.Warnings()
 	}
 	return nil
+}
+
+// fail ends a walk that could not be opened: nil and err, or nil and no
+// error (the caller reads through the chunk querier instead) where err is
+// nil or the TSDB is closing.
+func (w *blockWalk) fail(err error) (*blockWalk, error) {
+	w.close()
+	if errors.Is(err, tsdb.ErrClosing) {
+		return nil, nil
+	}
+	return nil, err
 }
 
 // close ends every reader; the workers must be done with the chunks.
