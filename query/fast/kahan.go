@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/prometheus/util/kahansum"
 )
 
-// kahanFold adds v[i] into the Kahan sum (val[i], c[i]) for each step i
+// kahanFoldGo adds v[i] into the Kahan sum (val[i], c[i]) for each step i
 // where has[i], starting the sum at v[i] where seen[i] is false: the sum
 // fold's inner loop over one column. Each step is kahansum.Inc, bit for
 // bit, written out in the loop: Inc is over the inliner's budget, and its
@@ -19,7 +19,9 @@ import (
 // itself: which NaN payload an addition of two NaNs yields depends on the
 // operand order the compiler picks, and an earlier inlined copy differed
 // there. FuzzKahanFold checks it against Inc over arbitrary bit patterns.
-func kahanFold(has []bool, v []float64, seen []bool, val, c []float64) {
+// On amd64 with AVX2, kahanFold runs four steps at a time in assembly and
+// this loop over the rest (kahan_amd64.go).
+func kahanFoldGo(has []bool, v []float64, seen []bool, val, c []float64) {
 	v, seen, val, c = v[:len(has)], seen[:len(has)], val[:len(has)], c[:len(has)]
 	for i, h := range has {
 		if !h {
