@@ -17,9 +17,10 @@
 //     extrapolation arithmetic for rate/increase/delta, Kahan sums added in
 //     series order per step (the fold is parallel over steps, never over
 //     series, so the order of additions is the upstream one; kahan.go runs
-//     kahansum.Inc's additions inline over finite inputs and calls Inc
-//     itself wherever a NaN or an infinity could make the payload depend
-//     on operand order), and
+//     kahansum.Inc's additions inline over finite inputs, on amd64 with
+//     AVX2 four steps to a vector in kahan_amd64.s, and calls Inc itself
+//     wherever a NaN or an infinity could make the payload depend on
+//     operand order), and
 //     promql.BucketQuantile itself for classic histograms. Native
 //     histograms (histogram.go, histogram_dense.go): rate and increase
 //     follow upstream's histogramRate (counter reset hints, schema
