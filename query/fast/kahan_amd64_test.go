@@ -6,17 +6,23 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// kahanValues are the kinds of value the fold meets: ordinary ones of
-// every size, zeros of both signs, subnormals, the largest finite ones
-// (whose sums overflow), infinities and NaNs with payloads.
-var kahanValues = []float64{
+// kahanOrdinary are finite values of every size whose sums stay finite:
+// zeros of both signs, subnormals, magnitudes far apart.
+var kahanOrdinary = []float64{
 	0, math.Copysign(0, -1), 1, -1, 0.1, 3, 1e16, -1e16, 1e100, -1e100, 1e-16, 5e-324, -1e-310,
-	math.MaxFloat64, -math.MaxFloat64, math.MaxFloat64 / 2, math.Inf(1), math.Inf(-1),
-	math.Float64frombits(0x7ff8000000000001), math.Float64frombits(0xfff4000000000abc),
 }
+
+// kahanValues are the kinds of value the fold meets: the ordinary ones,
+// the largest finite ones (whose sums overflow), infinities and NaNs with
+// payloads.
+var kahanValues = append(slices.Clone(kahanOrdinary),
+	math.MaxFloat64, -math.MaxFloat64, math.MaxFloat64/2, math.Inf(1), math.Inf(-1),
+	math.Float64frombits(0x7ff8000000000001), math.Float64frombits(0xfff4000000000abc),
+)
 
 // checkKahanAsm folds the columns vs (one has and v each) into one sum
 // with kahanFold and with kahanFoldGo and fails unless sums,
@@ -60,7 +66,7 @@ func TestKahanFoldAsm(t *testing.T) {
 			case 1:
 				return r.Float64() * math.Pow(10, float64(r.IntN(40)-20))
 			default:
-				return kahanValues[r.IntN(13)] // finite ones
+				return kahanOrdinary[r.IntN(len(kahanOrdinary))]
 			}
 		}
 		seen, val, c := make([]bool, n), make([]float64, n), make([]float64, n)
@@ -85,8 +91,8 @@ func TestKahanFoldAsm(t *testing.T) {
 
 // FuzzKahanFoldAsm checks the assembly against the Go loop on columns
 // built from arbitrary bytes: each step of two columns takes a byte of
-// flags (has, seen) and three 8-byte bit patterns (sum, first value,
-// second value).
+// flags (has for each column, seen, a compensation) and three 8-byte bit
+// patterns (sum, first value, second value).
 func FuzzKahanFoldAsm(f *testing.F) {
 	if !useKahanAsm {
 		f.Skip("no AVX2: kahanFold is kahanFoldGo")
