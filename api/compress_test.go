@@ -52,8 +52,9 @@ func fetch(t testing.TB, h http.Handler, path string, params url.Values, gz bool
 }
 
 // TestUpstreamResponsesCompressedOnce: the Prometheus API's answers are
-// gzipped once, by the server's handler, for clients that accept it, and
-// equal the uncompressed answer; small answers are sent as they are.
+// gzipped once, by the server's handler, at the fastest level, for clients
+// that accept it, and equal the uncompressed answer; small answers are sent
+// as they are.
 func TestUpstreamResponsesCompressedOnce(t *testing.T) {
 	h := compressServer(t)
 	start := diffStart.Unix()
@@ -68,6 +69,11 @@ func TestUpstreamResponsesCompressedOnce(t *testing.T) {
 	res, body := fetch(t, h, "/api/v1/query_range", big, true)
 	if res.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatalf("Content-Encoding %q, want gzip", res.Header.Get("Content-Encoding"))
+	}
+	// The header's XFL byte (RFC 1952) says how hard the writer tried: 4 is
+	// the fastest level, the one the server compresses at.
+	if len(body) < 10 || body[8] != 4 {
+		t.Errorf("gzip header %x: want XFL 4 (compressed at the fastest level)", body[:min(len(body), 10)])
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(body))
 	if err != nil {
