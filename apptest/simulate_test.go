@@ -101,7 +101,16 @@ func TestSimulatedWorld(t *testing.T) {
 	if fmt.Sprint(again) != fmt.Sprint(first) {
 		t.Errorf("after the restart the same window answers\n%+v\nbefore it\n%+v", again, first)
 	}
-	idsAfter := requestIDs(t, app, started.Add(-simBackfill-time.Minute), time.Now().Add(time.Minute))
+	// The simulator pushes a step's series before its records, so the
+	// records of the step that ended the wait may arrive a moment later:
+	// ask again until new ids are there (or a minute has passed).
+	var idsAfter map[string]int
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		idsAfter = requestIDs(t, app, started.Add(-simBackfill-time.Minute), time.Now().Add(time.Minute))
+		if len(idsAfter) > len(idsBefore) || time.Now().After(deadline) {
+			break
+		}
+	}
 	for id := range idsBefore {
 		if idsAfter[id] != 1 {
 			t.Fatalf("request %s stored %d times after the restart, want once", id, idsAfter[id])
